@@ -1,0 +1,146 @@
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+)
+
+// ErrKindMissing is wrapped when a member does not serve a kind the operator watches
+// (typically: the Widget CRD is not installed there).
+var ErrKindMissing = errors.New("kind not served by the member")
+
+// ErrSyncTimeout is wrapped when a member's informers did not sync in time.
+var ErrSyncTimeout = errors.New("cache did not sync")
+
+// Member is one member cluster: a controller-runtime cluster with its own
+// HTTP client and a lifetime of its own.
+type Member struct {
+	cluster.Cluster
+
+	name       string
+	httpClient *http.Client
+	log        logr.Logger
+
+	mu       sync.Mutex
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+	watchErr error
+}
+
+// New builds a Member named name from cfg; it does not contact the member.
+func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
+	httpClient, err := rest.HTTPClientFor(cfg.REST)
+	if err != nil {
+		return nil, fmt.Errorf("member %q: http client: %w", name, err)
+	}
+	m := &Member{name: name, httpClient: httpClient, log: log}
+	cl, err := cluster.New(cfg.REST, func(o *cluster.Options) {
+		o.Scheme = scheme
+		o.HTTPClient = httpClient
+		o.Logger = log
+		o.Cache.ReaderFailOnMissingInformer = true
+		o.Cache.DefaultWatchErrorHandler = m.recordWatchError
+	})
+	if err != nil {
+		return nil, fmt.Errorf("member %q: %w", name, err)
+	}
+	m.Cluster = cl
+	return m, nil
+}
+
+// Name is the member's cluster name.
+func (m *Member) Name() string { return m.name }
+
+// StartAndSync runs the member's cache on a context derived from ctx, which must live
+// as long as the member should (not one reconcile call), and waits up to
+// syncTimeout for informers of objs to sync. On error the member is stopped.
+func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, objs ...client.Object) error {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	m.mu.Lock()
+	m.ctx, m.cancel, m.done = ctx, cancel, done
+	m.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err := m.Cluster.Start(ctx); err != nil {
+			m.log.Error(err, "Member cache stopped with an error")
+		}
+	}()
+
+	syncCtx, cancelSync := context.WithTimeout(ctx, syncTimeout)
+	defer cancelSync()
+	for _, obj := range objs {
+		if _, err := m.GetCache().GetInformer(syncCtx, obj); err != nil {
+			m.Stop()
+			return m.syncError(obj, syncTimeout, err)
+		}
+	}
+	return nil
+}
+
+func (m *Member) syncError(obj client.Object, timeout time.Duration, err error) error {
+	kind := fmt.Sprintf("%T", obj)
+	if gvk, gerr := apiutil.GVKForObject(obj, m.GetScheme()); gerr == nil {
+		kind = gvk.Kind
+	}
+	if meta.IsNoMatchError(err) {
+		return fmt.Errorf("%w: %s", ErrKindMissing, kind)
+	}
+	m.mu.Lock()
+	last := m.watchErr
+	m.mu.Unlock()
+	if last != nil {
+		return fmt.Errorf("%w: %s within %s: %w", ErrSyncTimeout, kind, timeout, last)
+	}
+	return fmt.Errorf("%w: %s within %s: %w", ErrSyncTimeout, kind, timeout, err)
+}
+
+// Context is the member's context: it ends when the member is stopped.
+// It is nil before Start.
+func (m *Member) Context() context.Context {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ctx
+}
+
+// Done is closed when the member's cache has stopped.
+func (m *Member) Done() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.done
+}
+
+// Stop cancels the member's context, waits for its cache to stop and closes
+// its idle connections. It is safe to call more than once.
+func (m *Member) Stop() {
+	m.mu.Lock()
+	cancel, done := m.cancel, m.done
+	m.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	m.httpClient.CloseIdleConnections()
+}
+
+func (m *Member) recordWatchError(ctx context.Context, r *toolscache.Reflector, err error) {
+	m.mu.Lock()
+	m.watchErr = err
+	m.mu.Unlock()
+	toolscache.DefaultWatchErrorHandler(ctx, r, err)
+}

@@ -1,0 +1,10 @@
+// Package widget reconciles Widgets in every engaged member cluster.
+//
+// One controller, built with multicluster-runtime's builder, watches Widgets
+// and their Deployments on each member and feeds a single workqueue keyed by
+// cluster/namespace/name. For each request the Reconciler reads the Widget and
+// its Deployment from that member's cache, applies the Deployment with
+// server-side apply only when the fields it owns differ from the desired ones,
+// and patches the Widget's status only when the observed status differs.
+// A request for a member that is no longer engaged is dropped.
+package widget

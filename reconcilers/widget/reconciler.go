@@ -1,0 +1,156 @@
+package widget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mccontroller "sigs.k8s.io/multicluster-runtime/pkg/controller"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+)
+
+// Name of the controller, its field manager and its event reporter.
+const (
+	ControllerName = "widget"
+	FieldManager   = "widgethub"
+)
+
+// The permissions the hub needs in every member (see config/member-rbac).
+// +kubebuilder:rbac:groups=widgethub.io,resources=widgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=widgethub.io,resources=widgets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=widgethub.io,resources=widgets/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ClusterGetter returns an engaged member by name; mcmanager.Manager is one.
+type ClusterGetter interface {
+	GetCluster(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error)
+}
+
+// Reconciler makes each Widget's Deployment match its spec and reports its status.
+type Reconciler struct {
+	// Clusters resolves a request's member. Defaults to the manager.
+	Clusters ClusterGetter
+	// MaxConcurrentReconciles is how many requests are reconciled at once.
+	MaxConcurrentReconciles int
+	// NewQueue, when set, builds the controller's shared workqueue.
+	NewQueue func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request]
+}
+
+// SetupWithManager registers the Widget controller; it engages every member the manager engages.
+func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
+	if r.Clusters == nil {
+		r.Clusters = mgr
+	}
+	base := mgr.GetLogger().WithValues("controller", ControllerName)
+	return mcbuilder.ControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.Widget{}, mcbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}).
+		WithOptions(mccontroller.Options{
+			MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+			NewQueue:                r.NewQueue,
+			LogConstructor: func(req *mcreconcile.Request) logr.Logger {
+				if req == nil {
+					return base
+				}
+				return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
+			},
+		}).
+		Complete(r)
+}
+
+// Reconcile brings one Widget of one member to its desired state.
+func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	cl, err := r.Clusters.GetCluster(ctx, req.ClusterName)
+	if err != nil {
+		if errors.Is(err, multicluster.ErrClusterNotFound) {
+			log.V(1).Info("Member is no longer engaged; dropping the request")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get member %q: %w", req.ClusterName, err)
+	}
+	c := cl.GetClient()
+
+	widget := &v1alpha1.Widget{}
+	if err := c.Get(ctx, req.NamespacedName, widget); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !widget.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the garbage collector removes the owned Deployment
+	}
+
+	deploy := &appsv1.Deployment{}
+	if err := c.Get(ctx, req.NamespacedName, deploy); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Deployment: %w", err)
+		}
+		deploy = nil
+	}
+
+	applyErr := r.applyDeployment(ctx, cl, widget, deploy)
+	if err := r.patchStatus(ctx, cl, widget, deploy, applyErr); err != nil {
+		return ctrl.Result{}, errors.Join(applyErr, err)
+	}
+	return ctrl.Result{}, applyErr
+}
+
+// applyDeployment writes the Widget's Deployment when the fields widgethub owns differ.
+func (r *Reconciler) applyDeployment(ctx context.Context, cl cluster.Cluster, w *v1alpha1.Widget, current *appsv1.Deployment) error {
+	desired := desiredDeployment(w)
+	if current != nil && upToDate(current, desired) {
+		return nil
+	}
+	if err := cl.GetClient().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply Deployment: %w", err)
+	}
+	action := "Updated"
+	if current == nil {
+		action = "Created"
+	}
+	ctrl.LoggerFrom(ctx).Info(action+" Deployment", "replicas", w.DesiredReplicas(), "image", w.DesiredImage())
+	cl.GetEventRecorder(FieldManager).Eventf(w, nil, corev1.EventTypeNormal, "Deployment"+action, "Apply",
+		"%s Deployment %s with %d replicas of %s", action, w.Name, w.DesiredReplicas(), w.DesiredImage())
+	return nil
+}
+
+// patchStatus writes the observed status when it differs from the Widget's.
+func (r *Reconciler) patchStatus(ctx context.Context, cl cluster.Cluster, w *v1alpha1.Widget, deploy *appsv1.Deployment, applyErr error) error {
+	status := observedStatus(w, deploy, applyErr)
+	if equality.Semantic.DeepEqual(w.Status, status) {
+		return nil
+	}
+	before := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WidgetReady)
+	patch := client.MergeFrom(w.DeepCopy())
+	w.Status = status
+	if err := cl.GetClient().Status().Patch(ctx, w, patch); err != nil {
+		return fmt.Errorf("patch Widget status: %w", err)
+	}
+	after := meta.FindStatusCondition(status.Conditions, v1alpha1.WidgetReady)
+	if before == nil || before.Status != after.Status {
+		eventType := corev1.EventTypeNormal
+		if after.Reason == v1alpha1.WidgetDeploymentFailedReason {
+			eventType = corev1.EventTypeWarning
+		}
+		ctrl.LoggerFrom(ctx).Info("Widget readiness changed", "ready", after.Status, "reason", after.Reason)
+		cl.GetEventRecorder(FieldManager).Eventf(w, nil, eventType, after.Reason, "Reconcile", "%s", after.Message)
+	}
+	return nil
+}
