@@ -1,0 +1,136 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ControlPlane is one running API server of the fleet.
+type ControlPlane struct {
+	// Name is the cluster's name: "hub", or the member's cluster name.
+	Name string
+	Env  *envtest.Environment
+	// Config is an admin rest.Config.
+	Config *rest.Config
+	// Client is a direct (uncached) admin client.
+	Client client.Client
+	// Kubeconfig is an admin kubeconfig document for this control plane.
+	Kubeconfig []byte
+}
+
+// Fleet is a hub and its members.
+type Fleet struct {
+	Hub     *ControlPlane
+	Members []*ControlPlane
+}
+
+// Options describe the fleet to start.
+type Options struct {
+	// Members are the members' cluster names.
+	Members []string
+	// Scheme of the clients. Required.
+	Scheme *kruntime.Scheme
+	// HubCRDs and MemberCRDs are CRD files or directories to install.
+	// They default to CRDPaths(): every CRD of config/crd/bases.
+	HubCRDs, MemberCRDs []string
+}
+
+// CRDPaths is config/crd/bases of this repository.
+func CRDPaths() []string {
+	_, file, _, _ := runtime.Caller(0)
+	return []string{filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "bases")}
+}
+
+// Start starts the hub and the members in parallel. On error, whatever
+// started is stopped again.
+func Start(opts Options) (*Fleet, error) {
+	if opts.Scheme == nil {
+		return nil, errors.New("fleet: Options.Scheme is required")
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, errors.New("fleet: KUBEBUILDER_ASSETS is not set; run through `make test` or set it to the output of hack/control-plane.sh")
+	}
+	if opts.HubCRDs == nil {
+		opts.HubCRDs = CRDPaths()
+	}
+	if opts.MemberCRDs == nil {
+		opts.MemberCRDs = CRDPaths()
+	}
+	f := &Fleet{Hub: &ControlPlane{Name: "hub"}}
+	planes := []*ControlPlane{f.Hub}
+	crds := [][]string{opts.HubCRDs}
+	for _, name := range opts.Members {
+		cp := &ControlPlane{Name: name}
+		f.Members = append(f.Members, cp)
+		planes = append(planes, cp)
+		crds = append(crds, opts.MemberCRDs)
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(planes))
+	for i, cp := range planes {
+		wg.Go(func() { errs[i] = cp.start(opts.Scheme, crds[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = f.Stop()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (cp *ControlPlane) start(scheme *kruntime.Scheme, crds []string) error {
+	cp.Env = &envtest.Environment{
+		Scheme:                scheme,
+		CRDDirectoryPaths:     crds,
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := cp.Env.Start()
+	if err != nil {
+		return fmt.Errorf("start control plane %q: %w", cp.Name, err)
+	}
+	cp.Config = cfg
+	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return fmt.Errorf("client for %q: %w", cp.Name, err)
+	}
+	admin, err := cp.Env.AddUser(envtest.User{Name: "fleet-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("admin user for %q: %w", cp.Name, err)
+	}
+	if cp.Kubeconfig, err = admin.KubeConfig(); err != nil {
+		return fmt.Errorf("admin kubeconfig for %q: %w", cp.Name, err)
+	}
+	return nil
+}
+
+// Member returns the member called name, or nil.
+func (f *Fleet) Member(name string) *ControlPlane {
+	for _, m := range f.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Stop stops every control plane that started.
+func (f *Fleet) Stop() error {
+	var errs []error
+	for _, cp := range append([]*ControlPlane{f.Hub}, f.Members...) {
+		if cp != nil && cp.Config != nil {
+			if err := cp.Env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop %q: %w", cp.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
