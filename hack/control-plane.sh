@@ -15,15 +15,16 @@ cache=${WIDGETHUB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/widgethub}
 dest=$cache/k8s/$KUBE_VERSION
 mkdir -p "$dest"
 
-# The stamp is the hash of the tools modules: a change there rebuilds.
-stamp=$(cat "$here"/tools/kubernetes/go.{mod,sum} "$here"/tools/etcd/go.{mod,sum} | sha256sum | cut -c1-16)
+# A binary's stamp is the hash of the tools module it is built from: a change
+# there rebuilds it.
+stamp_of() { cat "$1"/go.mod "$1"/go.sum | sha256sum | cut -c1-16; }
 
 kube_ldflags() {
   local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
   local x
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     x+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    x+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit=widgethub-$stamp"
+    x+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit=widgethub"
     x+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   echo "-s -w$x"
@@ -31,10 +32,11 @@ kube_ldflags() {
 
 build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
   local name=$1 dir=$2 pkg=$3 ldflags=${4:--s -w}
+  local stamp; stamp=$(stamp_of "$dir")
   if [ -x "$dest/$name" ] && [ "$(cat "$dest/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
     return
   fi
-  echo "building $name from source (first time takes minutes)..." >&2
+  echo "building $name $pkg from source (first time takes minutes)..." >&2
   local start=$SECONDS
   (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dest/$name.tmp" "$pkg")
   mv "$dest/$name.tmp" "$dest/$name"
