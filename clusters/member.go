@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,16 +41,20 @@ type Member struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	watchErr error
+	stopped  atomic.Bool
 }
 
 // New builds a Member named name from cfg; it does not contact the member.
 func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
-	httpClient, err := rest.HTTPClientFor(cfg.REST)
+	m := &Member{name: name, log: log}
+	restCfg := rest.CopyConfig(cfg.REST)
+	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stoppable{member: m, next: rt} })
+	httpClient, err := rest.HTTPClientFor(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("member %q: http client: %w", name, err)
 	}
-	m := &Member{name: name, httpClient: httpClient, log: log}
-	cl, err := cluster.New(cfg.REST, func(o *cluster.Options) {
+	m.httpClient = httpClient
+	cl, err := cluster.New(restCfg, func(o *cluster.Options) {
 		o.Scheme = scheme
 		o.HTTPClient = httpClient
 		o.Logger = log
@@ -133,10 +139,32 @@ func (m *Member) Stop() {
 	if cancel == nil {
 		return
 	}
+	m.stopped.Store(true)
 	cancel()
 	<-done
-	m.httpClient.CloseIdleConnections()
+	// client-go's round trippers hide CloseIdleConnections from http.Client.
+	utilnet.CloseIdleConnectionsFor(m.httpClient.Transport)
 }
+
+// ErrMemberStopped is returned for a request to a member after Stop.
+var ErrMemberStopped = errors.New("member stopped")
+
+// stoppable refuses requests once its member is stopped, so that a reconcile
+// still holding the member cannot open a connection that outlives it.
+type stoppable struct {
+	member *Member
+	next   http.RoundTripper
+}
+
+func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
+	if s.member.stopped.Load() {
+		return nil, fmt.Errorf("%w: %s", ErrMemberStopped, s.member.name)
+	}
+	return s.next.RoundTrip(req)
+}
+
+// WrappedRoundTripper lets client-go's utilities reach the transport below.
+func (s *stoppable) WrappedRoundTripper() http.RoundTripper { return s.next }
 
 func (m *Member) recordWatchError(ctx context.Context, r *toolscache.Reflector, err error) {
 	m.mu.Lock()

@@ -3,12 +3,14 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -25,6 +27,8 @@ type ControlPlane struct {
 	Client client.Client
 	// Kubeconfig is an admin kubeconfig document for this control plane.
 	Kubeconfig []byte
+
+	httpClient *http.Client
 }
 
 // Fleet is a hub and its members.
@@ -99,7 +103,10 @@ func (cp *ControlPlane) start(scheme *kruntime.Scheme, crds []string) error {
 		return fmt.Errorf("start control plane %q: %w", cp.Name, err)
 	}
 	cp.Config = cfg
-	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if cp.httpClient, err = rest.HTTPClientFor(cfg); err != nil {
+		return fmt.Errorf("http client for %q: %w", cp.Name, err)
+	}
+	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme, HTTPClient: cp.httpClient}); err != nil {
 		return fmt.Errorf("client for %q: %w", cp.Name, err)
 	}
 	admin, err := cp.Env.AddUser(envtest.User{Name: "fleet-admin", Groups: []string{"system:masters"}}, nil)
@@ -120,6 +127,14 @@ func (f *Fleet) Member(name string) *ControlPlane {
 		}
 	}
 	return nil
+}
+
+// CloseIdleConnections closes the idle connections of every Client, so that a
+// goroutine check sees only the connections of the code under test.
+func (f *Fleet) CloseIdleConnections() {
+	for _, cp := range append([]*ControlPlane{f.Hub}, f.Members...) {
+		utilnet.CloseIdleConnectionsFor(cp.httpClient.Transport)
+	}
 }
 
 // Stop stops every control plane that started.

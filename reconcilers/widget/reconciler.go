@@ -15,14 +15,17 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mccontroller "sigs.k8s.io/multicluster-runtime/pkg/controller"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/membercontroller"
 )
 
 // Name of the controller, its field manager and its event reporter.
@@ -59,21 +62,22 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		r.Clusters = mgr
 	}
 	base := mgr.GetLogger().WithValues("controller", ControllerName)
-	return mcbuilder.ControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&v1alpha1.Widget{}, mcbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&appsv1.Deployment{}).
-		WithOptions(mccontroller.Options{
-			MaxConcurrentReconciles: r.MaxConcurrentReconciles,
-			NewQueue:                r.NewQueue,
-			LogConstructor: func(req *mcreconcile.Request) logr.Logger {
-				if req == nil {
-					return base
-				}
-				return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
-			},
-		}).
-		Complete(r)
+	widgets := mcsource.Kind[client.Object](&v1alpha1.Widget{}, mchandler.EnqueueRequestForObject,
+		predicate.GenerationChangedPredicate{})
+	deployments := mcsource.Kind[client.Object](&appsv1.Deployment{},
+		mchandler.EnqueueRequestForOwner(&v1alpha1.Widget{}, handler.OnlyControllerOwner()))
+	_, err := membercontroller.New(ControllerName, mgr, mccontroller.Options{
+		Reconciler:              r,
+		MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+		NewQueue:                r.NewQueue,
+		LogConstructor: func(req *mcreconcile.Request) logr.Logger {
+			if req == nil {
+				return base
+			}
+			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
+		},
+	}, widgets, deployments)
+	return err
 }
 
 // Reconcile brings one Widget of one member to its desired state.

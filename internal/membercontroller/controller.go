@@ -1,0 +1,114 @@
+package membercontroller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
+)
+
+// Controller reconciles requests from every engaged member through one queue.
+type Controller struct {
+	controller.TypedController[mcreconcile.Request]
+
+	sources []mcsource.Source
+
+	mu      sync.Mutex
+	engaged map[multicluster.ClusterName]*engagement
+}
+
+type engagement struct {
+	cluster cluster.Cluster
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+var _ mcmanager.Runnable = (*Controller)(nil)
+
+// New builds a controller named name with opts, whose sources are started on
+// each member the manager engages, and adds it to mgr.
+func New(name string, mgr mcmanager.Manager, opts controller.TypedOptions[mcreconcile.Request], sources ...mcsource.Source) (*Controller, error) {
+	inner, err := controller.NewTypedUnmanaged(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		TypedController: inner,
+		sources:         sources,
+		engaged:         map[multicluster.ClusterName]*engagement{},
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("add controller %q: %w", name, err)
+	}
+	return c, nil
+}
+
+// Engage starts the controller's sources on cl until ctx ends. Engaging the
+// same cluster again is a no-op; engaging another cluster under the same
+// name replaces the old engagement.
+func (c *Controller) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
+	c.mu.Lock()
+	if old, ok := c.engaged[name]; ok {
+		if old.cluster == cl && old.ctx.Err() == nil {
+			c.mu.Unlock()
+			return nil
+		}
+		old.cancel()
+	}
+	engCtx, cancel := context.WithCancel(ctx)
+	e := &engagement{cluster: cl, ctx: engCtx, cancel: cancel}
+	c.engaged[name] = e
+	c.mu.Unlock()
+	context.AfterFunc(engCtx, func() { c.forget(name, e) })
+
+	for _, s := range c.sources {
+		src, ok, err := s.ForCluster(name, cl)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("source for cluster %q: %w", name, err)
+		}
+		if !ok {
+			continue
+		}
+		if err := c.Watch(within(engCtx, src)); err != nil {
+			cancel()
+			return fmt.Errorf("watch cluster %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Engaged reports whether the cluster called name is engaged.
+func (c *Controller) Engaged(name multicluster.ClusterName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.engaged[name]
+	return ok && e.ctx.Err() == nil
+}
+
+func (c *Controller) forget(name multicluster.ClusterName, e *engagement) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.engaged[name] == e {
+		delete(c.engaged, name)
+	}
+}
+
+// within runs src until the engagement context or the controller's context
+// ends, whichever comes first, without a goroutine waiting on either.
+func within(engCtx context.Context, src source.TypedSource[mcreconcile.Request]) source.TypedSource[mcreconcile.Request] {
+	return source.TypedFunc[mcreconcile.Request](func(ctrlCtx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
+		ctx, cancel := context.WithCancel(engCtx)
+		stop := context.AfterFunc(ctrlCtx, cancel)
+		context.AfterFunc(ctx, func() { stop() })
+		return src.Start(ctx, q)
+	})
+}
