@@ -26,7 +26,8 @@ help: ## Show the targets.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC under config/.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=widgethub paths=./providers/... paths=./reconcilers/... paths=./internal/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=widgethub paths=./providers/... paths=./internal/operator/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=widgethub-member paths=./reconcilers/... output:rbac:artifacts:config=config/member-rbac
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.

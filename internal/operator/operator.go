@@ -85,6 +85,10 @@ func NewScheme() *runtime.Scheme {
 	return s
 }
 
+// Leader election and hub Events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=widgethub-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=widgethub-system,resources=events,verbs=create;patch
+
 // New builds the hub manager for the hub at cfg with every controller registered.
 func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	scheme := NewScheme()

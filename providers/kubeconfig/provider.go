@@ -93,6 +93,9 @@ func SecretCacheOptions(namespace string) cache.Options {
 	}
 }
 
+// The hub reads registration Secrets in its registration namespace only.
+// +kubebuilder:rbac:groups="",namespace=widgethub-system,resources=secrets,verbs=get;list;watch
+
 // Provider engages one member cluster per registration Secret.
 type Provider struct {
 	opts Options
