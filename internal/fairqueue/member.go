@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"slices"
 	"time"
 
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -45,8 +46,10 @@ type member struct {
 	entries int
 	// ready counts the queued entries over all lanes.
 	ready int
-	// lanes holds only lanes with entries, by descending priority.
-	lanes []*lane
+	// lanes holds only lanes with entries, by descending priority; it starts
+	// in laneBuf, as most members use one priority.
+	lanes   []lane
+	laneBuf [1]lane
 	// prev and next link the member into the ring while ready > 0.
 	prev, next *member
 }
@@ -81,7 +84,7 @@ func (m *member) pop() *entry {
 // unlink removes the queued e from its lane, and the lane when it empties.
 func (m *member) unlink(e *entry) {
 	i := m.laneIndex(e.priority)
-	l := m.lanes[i]
+	l := &m.lanes[i]
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {
@@ -96,26 +99,27 @@ func (m *member) unlink(e *entry) {
 	e.queued = false
 	m.ready--
 	if l.head == nil {
-		m.lanes = append(m.lanes[:i], m.lanes[i+1:]...)
+		m.lanes = slices.Delete(m.lanes, i, i+1)
 	}
 }
 
-// lane returns the lane of priority p, adding it if needed.
+// lane returns the lane of priority p, adding it if needed. The pointer is
+// valid until the next change of m.lanes.
 func (m *member) lane(p int) *lane {
+	if m.lanes == nil {
+		m.lanes = m.laneBuf[:0]
+	}
 	i := 0
 	for ; i < len(m.lanes); i++ {
 		if m.lanes[i].priority == p {
-			return m.lanes[i]
+			return &m.lanes[i]
 		}
 		if m.lanes[i].priority < p {
 			break
 		}
 	}
-	l := &lane{priority: p}
-	m.lanes = append(m.lanes, nil)
-	copy(m.lanes[i+1:], m.lanes[i:])
-	m.lanes[i] = l
-	return l
+	m.lanes = slices.Insert(m.lanes, i, lane{priority: p})
+	return &m.lanes[i]
 }
 
 // laneIndex returns the index of the existing lane of priority p.
