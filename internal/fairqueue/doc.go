@@ -27,5 +27,11 @@
 // The queue implements controller-runtime's priorityqueue.PriorityQueue, so a
 // controller uses it as is rather than through its wrapper for plain queues and
 // keeps the priority of a request when it requeues it. New has the signature of
-// the controller's NewQueue option.
+// the controller's NewQueue option. Fairness must not rest on priorities, though:
+// controller-runtime's handlers add the objects of an initial list at
+// handler.LowPriority, but multicluster-runtime's sources (v0.24) neither mark
+// initial lists nor hand their handlers a queue that accepts priorities, so
+// every request of a member's sources arrives at the default priority. Taking
+// turns is what keeps a newly engaged member's initial list behind the other
+// members' live changes.
 package fairqueue
