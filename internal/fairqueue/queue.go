@@ -1,0 +1,438 @@
+package fairqueue
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+)
+
+// Options configure a Queue. The zero value is valid.
+type Options struct {
+	// Name names the queue in metrics.
+	Name string
+	// RateLimiter computes the delay of AddRateLimited. Defaults to a per-item
+	// exponential backoff from 5 ms to 1000 s, controller-runtime's default.
+	RateLimiter workqueue.TypedRateLimiter[mcreconcile.Request]
+	// MetricsProvider, when set, receives client-go's workqueue metrics.
+	MetricsProvider workqueue.MetricsProvider
+	// Clock tells the time of delayed adds and metrics. Defaults to the real clock.
+	Clock clock.Clock
+}
+
+// Queue is a rate-limiting workqueue of mcreconcile.Request that serves member
+// clusters round robin. Use New or NewWithOptions to build one.
+type Queue struct {
+	rateLimiter workqueue.TypedRateLimiter[mcreconcile.Request]
+	clock       clock.Clock
+	metrics     *queueMetrics
+
+	mu sync.Mutex
+	// cond is signalled when a request becomes ready, the queue shuts down, or,
+	// while draining, a request is done.
+	cond sync.Cond
+	// entries holds every request that is ready, waiting or being processed.
+	entries map[mcreconcile.Request]*entry
+	// members holds the members with at least one entry.
+	members map[multicluster.ClusterName]*member
+	// next is the member whose turn comes next in the ring of members with
+	// ready requests; nil when no request is ready.
+	next       *member
+	ready      int // requests that Get can hand out
+	processing int // requests handed out and not yet done
+	waiting    waitHeap
+
+	shuttingDown bool
+	draining     bool
+
+	// wake tells the waiting loop that the earliest delayed request changed.
+	wake     chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	// loops tracks the background goroutines.
+	loops sync.WaitGroup
+}
+
+var _ priorityqueue.PriorityQueue[mcreconcile.Request] = &Queue{}
+
+// New returns a fair queue named name that delays AddRateLimited by rl.
+// Its signature is that of the NewQueue option of controller-runtime and
+// multicluster-runtime controllers.
+func New(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+	return NewWithOptions(Options{Name: name, RateLimiter: rl})
+}
+
+// NewWithOptions returns a fair queue. Call ShutDown to release it.
+func NewWithOptions(o Options) *Queue {
+	if o.RateLimiter == nil {
+		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](5*time.Millisecond, 1000*time.Second)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	q := &Queue{
+		rateLimiter: o.RateLimiter,
+		clock:       o.Clock,
+		entries:     map[mcreconcile.Request]*entry{},
+		members:     map[multicluster.ClusterName]*member{},
+		wake:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+	}
+	q.cond.L = &q.mu
+	q.metrics = newQueueMetrics(o.MetricsProvider, o.Name, o.Clock)
+	q.loops.Go(q.waitingLoop)
+	if q.metrics != nil {
+		q.loops.Go(q.metricsLoop)
+	}
+	return q
+}
+
+// Add queues req. A request that is already queued stays where it is; one that
+// is being processed is queued again when it is done.
+func (q *Queue) Add(req mcreconcile.Request) {
+	q.AddWithOpts(priorityqueue.AddOpts{}, req)
+}
+
+// AddAfter queues req once d has passed. A request that is already ready stays
+// ready; of several delays of a waiting request the earliest wins.
+func (q *Queue) AddAfter(req mcreconcile.Request, d time.Duration) {
+	q.AddWithOpts(priorityqueue.AddOpts{After: d}, req)
+}
+
+// AddRateLimited queues req after the delay its rate limiter says.
+func (q *Queue) AddRateLimited(req mcreconcile.Request) {
+	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, req)
+}
+
+// AddWithOpts queues reqs as controller-runtime's priority queue does: with the
+// smaller of o.After and the rate limiter's delay when o.RateLimited is set, and
+// at the higher of the request's queued priority and o.Priority (zero when nil).
+// Requests added after ShutDown are dropped.
+func (q *Queue) AddWithOpts(o priorityqueue.AddOpts, reqs ...mcreconcile.Request) {
+	if len(reqs) == 0 {
+		return
+	}
+	priority := 0
+	if o.Priority != nil {
+		priority = *o.Priority
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.shuttingDown {
+		return
+	}
+	for _, req := range reqs {
+		after := o.After
+		if o.RateLimited {
+			if d := q.rateLimiter.When(req); after <= 0 || d < after {
+				after = d
+			}
+		}
+		q.add(req, priority, after)
+	}
+}
+
+// add queues one request; q.mu is held.
+func (q *Queue) add(req mcreconcile.Request, priority int, after time.Duration) {
+	e := q.entries[req]
+	if e == nil {
+		e = q.newEntry(req, priority)
+	} else if !e.queued && !e.dirty && !e.isWaiting() {
+		// Only being processed: this add starts a new life of the request.
+		e.priority = priority
+	} else if priority > e.priority {
+		q.raise(e, priority)
+	}
+
+	if after > 0 {
+		q.metrics.retry()
+		if e.queued || e.dirty {
+			return // already ready
+		}
+		readyAt := q.clock.Now().Add(after)
+		if e.isWaiting() {
+			if !readyAt.Before(e.readyAt) {
+				return
+			}
+			e.readyAt = readyAt
+			q.waiting.fix(e)
+		} else {
+			e.readyAt = readyAt
+			q.waiting.push(e)
+		}
+		if q.waiting[0] == e {
+			q.wakeWaitingLoop()
+		}
+		return
+	}
+
+	if e.isWaiting() {
+		q.waiting.remove(e)
+	}
+	q.makeReady(e)
+}
+
+// makeReady queues e for Get, or marks it to be queued when it is done; q.mu is held.
+func (q *Queue) makeReady(e *entry) {
+	switch {
+	case e.queued || e.dirty:
+		return
+	case e.processing:
+		e.dirty = true
+		q.metrics.add(e)
+		return
+	}
+	q.metrics.add(e)
+	q.enqueue(e)
+}
+
+// enqueue appends e to its member's sub-queue; q.mu is held.
+func (q *Queue) enqueue(e *entry) {
+	m := e.member
+	m.push(e)
+	q.ready++
+	if m.ready == 1 {
+		q.joinRing(m)
+	}
+	q.cond.Signal()
+}
+
+// raise moves a queued e to a higher priority; q.mu is held.
+func (q *Queue) raise(e *entry, priority int) {
+	if !e.queued {
+		e.priority = priority
+		return
+	}
+	m := e.member
+	m.unlink(e)
+	e.priority = priority
+	m.push(e)
+}
+
+// Get blocks until a request is ready and hands it out; shutdown is true when
+// the queue shuts down. The caller must call Done with the request.
+func (q *Queue) Get() (req mcreconcile.Request, shutdown bool) {
+	req, _, shutdown = q.GetWithPriority()
+	return req, shutdown
+}
+
+// GetWithPriority is Get that also returns the request's priority.
+func (q *Queue) GetWithPriority() (req mcreconcile.Request, priority int, shutdown bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if q.shuttingDown && !q.draining {
+			return req, 0, true
+		}
+		if q.ready > 0 {
+			break
+		}
+		if q.shuttingDown && q.processing == 0 {
+			// Drained: nothing is ready and nothing in flight can be queued again.
+			return req, 0, true
+		}
+		q.cond.Wait()
+	}
+
+	m := q.next
+	e := m.pop()
+	q.ready--
+	q.next = m.next
+	if m.ready == 0 {
+		q.leaveRing(m)
+	}
+	e.processing = true
+	q.processing++
+	q.metrics.get(e)
+	return e.req, e.priority, false
+}
+
+// Done marks req as processed. If it was added while being processed, it is
+// queued again.
+func (q *Queue) Done(req mcreconcile.Request) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.entries[req]
+	if e == nil || !e.processing {
+		return
+	}
+	q.metrics.done(e)
+	e.processing = false
+	q.processing--
+	switch {
+	case e.dirty:
+		e.dirty = false
+		q.enqueue(e)
+	case !e.isWaiting():
+		q.release(e)
+	}
+	if q.draining {
+		q.cond.Broadcast()
+	}
+}
+
+// Forget resets the rate limiter's backoff of req.
+func (q *Queue) Forget(req mcreconcile.Request) {
+	q.rateLimiter.Forget(req)
+}
+
+// NumRequeues returns how often req was rate limited since it was last forgotten.
+func (q *Queue) NumRequeues(req mcreconcile.Request) int {
+	return q.rateLimiter.NumRequeues(req)
+}
+
+// Len returns the number of requests ready to be handed out; it counts neither
+// delayed requests nor requests being processed.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ready
+}
+
+// ShutDown drops new and delayed requests and makes every Get return shutdown,
+// at once, without handing out the requests still queued. Done may still be called.
+func (q *Queue) ShutDown() {
+	q.mu.Lock()
+	q.shuttingDown = true
+	q.draining = false
+	q.cond.Broadcast()
+	q.mu.Unlock()
+	q.stopLoops()
+}
+
+// ShutDownWithDrain drops new and delayed requests, keeps handing out the
+// queued ones, and returns when none is ready or being processed. Workers must
+// keep calling Get and Done meanwhile; a later ShutDown ends the wait.
+func (q *Queue) ShutDownWithDrain() {
+	q.mu.Lock()
+	if !q.shuttingDown {
+		q.draining = true
+	}
+	q.shuttingDown = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
+	q.stopLoops()
+
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.draining && (q.ready > 0 || q.processing > 0) {
+		q.cond.Wait()
+	}
+}
+
+// ShuttingDown reports whether ShutDown or ShutDownWithDrain was called.
+func (q *Queue) ShuttingDown() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shuttingDown
+}
+
+// newEntry records req with its member; q.mu is held.
+func (q *Queue) newEntry(req mcreconcile.Request, priority int) *entry {
+	m := q.members[req.ClusterName]
+	if m == nil {
+		m = &member{name: req.ClusterName}
+		q.members[req.ClusterName] = m
+	}
+	m.entries++
+	e := &entry{req: req, member: m, priority: priority, heapIndex: -1}
+	q.entries[req] = e
+	return e
+}
+
+// release forgets e, and its member when it was the member's last; q.mu is held.
+func (q *Queue) release(e *entry) {
+	delete(q.entries, e.req)
+	m := e.member
+	m.entries--
+	if m.entries == 0 {
+		delete(q.members, m.name)
+	}
+}
+
+// joinRing gives m the last turn of the current round; q.mu is held.
+func (q *Queue) joinRing(m *member) {
+	if q.next == nil {
+		m.prev, m.next = m, m
+		q.next = m
+		return
+	}
+	last := q.next.prev
+	m.prev, m.next = last, q.next
+	last.next = m
+	q.next.prev = m
+}
+
+// leaveRing removes m, which has no ready request, from the ring; q.mu is held.
+func (q *Queue) leaveRing(m *member) {
+	if m.next == m {
+		q.next = nil
+	} else {
+		m.prev.next = m.next
+		m.next.prev = m.prev
+		if q.next == m {
+			q.next = m.next
+		}
+	}
+	m.prev, m.next = nil, nil
+}
+
+// waitingLoop moves delayed requests to their members' sub-queues when they are due.
+func (q *Queue) waitingLoop() {
+	for {
+		q.mu.Lock()
+		now := q.clock.Now()
+		for len(q.waiting) > 0 && !q.waiting[0].readyAt.After(now) {
+			e := q.waiting.pop()
+			q.makeReady(e)
+		}
+		var next time.Duration
+		if len(q.waiting) > 0 {
+			next = q.waiting[0].readyAt.Sub(now)
+		}
+		q.mu.Unlock()
+
+		if next == 0 {
+			select {
+			case <-q.stop:
+				return
+			case <-q.wake:
+			}
+			continue
+		}
+		t := q.clock.NewTimer(next)
+		select {
+		case <-q.stop:
+			t.Stop()
+			return
+		case <-q.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+func (q *Queue) wakeWaitingLoop() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stopLoops ends the background goroutines and drops the delayed requests.
+func (q *Queue) stopLoops() {
+	q.stopOnce.Do(func() { close(q.stop) })
+	q.loops.Wait()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.waiting) > 0 {
+		e := q.waiting.pop()
+		if !e.processing && !e.queued && !e.dirty {
+			q.release(e)
+		}
+	}
+}
