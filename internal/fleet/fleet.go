@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -97,6 +98,8 @@ func (cp *ControlPlane) start(scheme *kruntime.Scheme, crds []string) error {
 		Scheme:                scheme,
 		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
+		// Shared 2-core machines start several API servers at once.
+		ControlPlaneStartTimeout: 3 * time.Minute,
 	}
 	cfg, err := cp.Env.Start()
 	if err != nil {
@@ -141,7 +144,7 @@ func (f *Fleet) CloseIdleConnections() {
 func (f *Fleet) Stop() error {
 	var errs []error
 	for _, cp := range append([]*ControlPlane{f.Hub}, f.Members...) {
-		if cp != nil && cp.Config != nil {
+		if cp != nil && cp.Env != nil {
 			if err := cp.Env.Stop(); err != nil {
 				errs = append(errs, fmt.Errorf("stop %q: %w", cp.Name, err))
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/fairqueue"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
@@ -127,7 +128,8 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	if err := provider.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up kubeconfig provider: %w", err)
 	}
-	if err := (&widget.Reconciler{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).SetupWithManager(mgr); err != nil {
+	widgets := &widget.Reconciler{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}
+	if err := widgets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up widget controller: %w", err)
 	}
 	return mgr, nil

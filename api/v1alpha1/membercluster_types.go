@@ -1,0 +1,81 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types and reasons of a MemberCluster.
+const (
+	// MemberReady is True when the member is engaged and answers its health probes.
+	MemberReady = "Ready"
+
+	// MemberEngagedReason: the member is engaged and healthy.
+	MemberEngagedReason = "Engaged"
+	// MemberEngagingReason: the member's caches are being started.
+	MemberEngagingReason = "Engaging"
+	// MemberUnreachableReason: the member's API server does not answer.
+	MemberUnreachableReason = "Unreachable"
+	// MemberInvalidKubeconfigReason: the registration Secret holds no usable kubeconfig.
+	MemberInvalidKubeconfigReason = "InvalidKubeconfig"
+	// MemberExecPluginRefusedReason: the kubeconfig asks for a credential plugin and those are not allowed.
+	MemberExecPluginRefusedReason = "ExecPluginRefused"
+	// MemberWidgetCRDMissingReason: the member does not serve the Widget API.
+	MemberWidgetCRDMissingReason = "WidgetCRDMissing"
+	// MemberUnauthorizedReason: the member rejects the kubeconfig's credentials (401).
+	MemberUnauthorizedReason = "Unauthorized"
+	// MemberForbiddenReason: the member forbids what the operator needs (403).
+	MemberForbiddenReason = "Forbidden"
+)
+
+// MemberClusterStatus is what the hub observes of one registered member.
+type MemberClusterStatus struct {
+	// Conditions describe the member's state; see the Ready condition.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// KubernetesVersion is the member API server's version, as last probed.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// Widgets is how many Widgets the member holds.
+	// +optional
+	Widgets int32 `json:"widgets"`
+
+	// LastProbeTime is when the member was last probed.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+}
+
+// MemberCluster shows the hub's view of one member registered by a kubeconfig
+// Secret of the same name and namespace. It is written only by widgethub.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mc
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
+// +kubebuilder:printcolumn:name="Widgets",type=integer,JSONPath=`.status.widgets`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MemberCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Status MemberClusterStatus `json:"status,omitempty"`
+}
+
+// MemberClusterList is a list of MemberClusters.
+//
+// +kubebuilder:object:root=true
+type MemberClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MemberCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MemberCluster{}, &MemberClusterList{})
+}
