@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 )
 
+// stopGrace bounds how long Stop waits for requests in flight.
+const stopGrace = 10 * time.Second
+
 // ErrKindMissing is wrapped when a member does not serve a kind the operator watches
 // (typically: the Widget CRD is not installed there).
 var ErrKindMissing = errors.New("kind not served by the member")
@@ -34,6 +38,7 @@ type Member struct {
 
 	name       string
 	httpClient *http.Client
+	transport  *stoppable
 	log        logr.Logger
 
 	mu       sync.Mutex
@@ -48,7 +53,10 @@ type Member struct {
 func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
 	m := &Member{name: name, log: log}
 	restCfg := rest.CopyConfig(cfg.REST)
-	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stoppable{member: m, next: rt} })
+	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		m.transport = &stoppable{member: m, next: rt}
+		return m.transport
+	})
 	httpClient, err := rest.HTTPClientFor(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("member %q: http client: %w", name, err)
@@ -142,6 +150,7 @@ func (m *Member) Stop() {
 	m.stopped.Store(true)
 	cancel()
 	<-done
+	m.transport.waitIdle(stopGrace)
 	// client-go's round trippers hide CloseIdleConnections from http.Client.
 	utilnet.CloseIdleConnectionsFor(m.httpClient.Transport)
 }
@@ -149,22 +158,73 @@ func (m *Member) Stop() {
 // ErrMemberStopped is returned for a request to a member after Stop.
 var ErrMemberStopped = errors.New("member stopped")
 
-// stoppable refuses requests once its member is stopped, so that a reconcile
-// still holding the member cannot open a connection that outlives it.
+// stoppable refuses requests once its member is stopped and counts the
+// requests in flight, so that Stop can wait for them before it closes the
+// member's connections: nothing a reconcile still holding the member does may
+// leave a connection behind.
 type stoppable struct {
 	member *Member
 	next   http.RoundTripper
+
+	mu       sync.Mutex
+	inFlight int
 }
 
 func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.member.stopped.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrMemberStopped, s.member.name)
 	}
-	return s.next.RoundTrip(req)
+	s.add(1)
+	resp, err := s.next.RoundTrip(req)
+	if err != nil {
+		s.add(-1)
+		return nil, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { s.add(-1) }}
+	return resp, nil
+}
+
+func (s *stoppable) add(n int) {
+	s.mu.Lock()
+	s.inFlight += n
+	s.mu.Unlock()
+}
+
+// waitIdle waits up to timeout for the requests in flight to finish.
+func (s *stoppable) waitIdle(timeout time.Duration) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		n := s.inFlight
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
 }
 
 // WrappedRoundTripper lets client-go's utilities reach the transport below.
 func (s *stoppable) WrappedRoundTripper() http.RoundTripper { return s.next }
+
+// countedBody calls done once, when the body is closed or read to its end.
+type countedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *countedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
 
 func (m *Member) recordWatchError(ctx context.Context, r *toolscache.Reflector, err error) {
 	m.mu.Lock()
