@@ -138,18 +138,18 @@ func (m *Member) Done() <-chan struct{} {
 	return m.done
 }
 
-// Stop cancels the member's context, waits for its cache to stop and closes
-// its idle connections. It is safe to call more than once.
+// Stop cancels the member's context, waits for its cache (if started) and its
+// requests in flight to stop, and closes its connections. It is safe to call
+// more than once, and on a member that never started.
 func (m *Member) Stop() {
 	m.mu.Lock()
 	cancel, done := m.cancel, m.done
 	m.mu.Unlock()
-	if cancel == nil {
-		return
-	}
 	m.stopped.Store(true)
-	cancel()
-	<-done
+	if cancel != nil {
+		cancel()
+		<-done
+	}
 	m.transport.waitIdle(stopGrace)
 	// client-go's round trippers hide CloseIdleConnections from http.Client.
 	utilnet.CloseIdleConnectionsFor(m.httpClient.Transport)
