@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -21,9 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 )
 
-// stopGrace bounds how long Stop waits for requests in flight.
-const stopGrace = 10 * time.Second
-
 // ErrKindMissing is wrapped when a member does not serve a kind the operator watches
 // (typically: the Widget CRD is not installed there).
 var ErrKindMissing = errors.New("kind not served by the member")
@@ -38,7 +35,7 @@ type Member struct {
 
 	name       string
 	httpClient *http.Client
-	transport  *stoppable
+	conns      *connections
 	log        logr.Logger
 
 	mu       sync.Mutex
@@ -51,12 +48,13 @@ type Member struct {
 
 // New builds a Member named name from cfg; it does not contact the member.
 func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
-	m := &Member{name: name, log: log}
+	m := &Member{name: name, log: log, conns: &connections{
+		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		open:   map[net.Conn]struct{}{},
+	}}
 	restCfg := rest.CopyConfig(cfg.REST)
-	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		m.transport = &stoppable{member: m, next: rt}
-		return m.transport
-	})
+	restCfg.Dial = m.conns.dial
+	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stoppable{member: m, next: rt} })
 	httpClient, err := rest.HTTPClientFor(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("member %q: http client: %w", name, err)
@@ -138,8 +136,8 @@ func (m *Member) Done() <-chan struct{} {
 	return m.done
 }
 
-// Stop cancels the member's context, waits for its cache (if started) and its
-// requests in flight to stop, and closes its connections. It is safe to call
+// Stop cancels the member's context, waits for its cache (if started) to
+// stop, and closes its connections. It is safe to call
 // more than once, and on a member that never started.
 func (m *Member) Stop() {
 	m.mu.Lock()
@@ -150,7 +148,7 @@ func (m *Member) Stop() {
 		cancel()
 		<-done
 	}
-	m.transport.waitIdle(stopGrace)
+	m.conns.closeAll()
 	// client-go's round trippers hide CloseIdleConnections from http.Client.
 	utilnet.CloseIdleConnectionsFor(m.httpClient.Transport)
 }
@@ -158,72 +156,74 @@ func (m *Member) Stop() {
 // ErrMemberStopped is returned for a request to a member after Stop.
 var ErrMemberStopped = errors.New("member stopped")
 
-// stoppable refuses requests once its member is stopped and counts the
-// requests in flight, so that Stop can wait for them before it closes the
-// member's connections: nothing a reconcile still holding the member does may
-// leave a connection behind.
+// stoppable refuses requests once its member is stopped, with an error that
+// says so, instead of letting them fail on a closed connection.
 type stoppable struct {
 	member *Member
 	next   http.RoundTripper
-
-	mu       sync.Mutex
-	inFlight int
 }
 
 func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.member.stopped.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrMemberStopped, s.member.name)
 	}
-	s.add(1)
-	resp, err := s.next.RoundTrip(req)
-	if err != nil {
-		s.add(-1)
-		return nil, err
-	}
-	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { s.add(-1) }}
-	return resp, nil
-}
-
-func (s *stoppable) add(n int) {
-	s.mu.Lock()
-	s.inFlight += n
-	s.mu.Unlock()
-}
-
-// waitIdle waits up to timeout for the requests in flight to finish.
-func (s *stoppable) waitIdle(timeout time.Duration) {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		s.mu.Lock()
-		n := s.inFlight
-		s.mu.Unlock()
-		if n == 0 {
-			return
-		}
-	}
+	return s.next.RoundTrip(req)
 }
 
 // WrappedRoundTripper lets client-go's utilities reach the transport below.
 func (s *stoppable) WrappedRoundTripper() http.RoundTripper { return s.next }
 
-// countedBody calls done once, when the body is closed or read to its end.
-type countedBody struct {
-	io.ReadCloser
-	once sync.Once
-	done func()
+// connections dials the member's connections and closes all of them when
+// the member stops. Closing idle connections is not enough: a dial begun for
+// a request cancelled during Stop can still land in the pool afterwards.
+type connections struct {
+	dialer net.Dialer
+	mu     sync.Mutex
+	open   map[net.Conn]struct{}
+	closed bool
 }
 
-func (b *countedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
+func (c *connections) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	conn, err := c.dialer.DialContext(ctx, network, address)
 	if err != nil {
-		b.once.Do(b.done)
+		return nil, err
 	}
-	return n, err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = conn.Close()
+		return nil, ErrMemberStopped
+	}
+	tracked := &trackedConn{Conn: conn, owner: c}
+	c.open[tracked] = struct{}{}
+	return tracked, nil
 }
 
-func (b *countedBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(b.done)
-	return err
+func (c *connections) closeAll() {
+	c.mu.Lock()
+	c.closed = true
+	open := c.open
+	c.open = map[net.Conn]struct{}{}
+	c.mu.Unlock()
+	for conn := range open {
+		_ = conn.Close()
+	}
+}
+
+// trackedConn leaves its owner's set when closed.
+type trackedConn struct {
+	net.Conn
+	owner *connections
+	once  sync.Once
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(func() {
+		t.owner.mu.Lock()
+		delete(t.owner.open, t)
+		t.owner.mu.Unlock()
+	})
+	return t.Conn.Close()
 }
 
 func (m *Member) recordWatchError(ctx context.Context, r *toolscache.Reflector, err error) {
