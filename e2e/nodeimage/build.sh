@@ -15,6 +15,7 @@ KUBE_VERSION=v1.36.3
 ETCD_TAG=3.6.8-0          # kubeadm v1.36's etcd image tag
 PAUSE_TAGS=(3.10 3.10.2)  # containerd's sandbox image and kubeadm's default
 CRICTL_VERSION=1.36.0
+COREDNS_TAG=v1.14.2       # kubeadm v1.36's CoreDNS image tag
 SUITE=bookworm
 IMAGE=${NODE_IMAGE:-widgethub/kind-node:$KUBE_VERSION}
 LABEL=io.widgethub.nodeimage.inputs
@@ -57,6 +58,15 @@ if [ "$(cat "$bindir/.crictl.stamp" 2>/dev/null)" != "$crictl_stamp" ] || [ ! -x
     -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
     -o "$bindir/crictl" sigs.k8s.io/cri-tools/cmd/crictl)
   echo "$crictl_stamp" >"$bindir/.crictl.stamp"
+fi
+
+# CoreDNS from hack/tools/coredns (kubeadm deploys it; pods resolve through it).
+coredns_stamp=$(cat "$root/hack/tools/coredns/go.mod" "$root/hack/tools/coredns/go.sum" | hash_of)
+if [ "$(cat "$bindir/.coredns.stamp" 2>/dev/null)" != "$coredns_stamp" ] || [ ! -x "$bindir/coredns" ]; then
+  say "building coredns (takes minutes the first time)"
+  (cd "$root/hack/tools/coredns" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+    -o "$bindir/coredns" github.com/coredns/coredns)
+  echo "$coredns_stamp" >"$bindir/.coredns.stamp"
 fi
 
 # pause, a static C program shipped in the Kubernetes module.
@@ -105,7 +115,7 @@ inputs=$(
   cd "$here" && find . -type f | LC_ALL=C sort | xargs sha256sum
   sha256sum "$root/hack/control-plane.sh"
   for b in etcd kube-apiserver kubelet kubeadm kubectl kube-controller-manager \
-    kube-scheduler kube-proxy crictl pause; do
+    kube-scheduler kube-proxy crictl coredns pause; do
     echo "$b $(cat "$bindir/.$b.stamp")"
   done
 )
@@ -150,6 +160,9 @@ for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
   image "registry.k8s.io/$c:$KUBE_VERSION" "$work/images/$c"
 done
 image "registry.k8s.io/etcd:$ETCD_TAG" "$work/images/etcd"
+mkdir -p "$work/images/coredns"
+cp "$bindir/coredns" "$work/images/coredns/coredns"
+image "registry.k8s.io/coredns/coredns:$COREDNS_TAG" "$work/images/coredns" /coredns
 mkdir -p "$work/images/pause"
 cp "$bindir/pause" "$work/images/pause/pause"
 for t in "${PAUSE_TAGS[@]}"; do
