@@ -112,7 +112,9 @@ fi
 
 inputs=$(
   docker image inspect -f '{{.Id}}' "$base"
-  cd "$here" && find . -type f | LC_ALL=C sort | xargs sha256sum
+  # the recipe files that shape the image (not README, probe, make fragment)
+  cd "$here" && find build.sh packages kube-proxy-files.sh setup-node.sh rootfs -type f |
+    LC_ALL=C sort | xargs sha256sum
   sha256sum "$root/hack/control-plane.sh"
   for b in etcd kube-apiserver kubelet kubeadm kubectl kube-controller-manager \
     kube-scheduler kube-proxy crictl coredns pause; do
