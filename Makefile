@@ -68,5 +68,7 @@ build: ## Build the manager binary into bin/.
 run: ## Run the manager against the current kubeconfig's hub.
 	$(GO) run ./cmd/widgethub
 
+include e2e/nodeimage/nodeimage.mk
+
 $(CONTROLLER_GEN): hack/tools/codegen/go.mod hack/tools/codegen/go.sum
 	cd hack/tools/codegen && GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen
