@@ -2,6 +2,11 @@ package operator_test
 
 import (
 	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
 	"net/url"
 	"os"
 	"os/exec"
@@ -35,4 +40,27 @@ func openConnections() string {
 		counts[name]++
 	}
 	return fmt.Sprint(counts)
+}
+
+// goroutineSnapshot remembers the goroutines (and connections) of this moment,
+// after letting those of earlier tests settle.
+type goroutineSnapshot struct {
+	ignore goleak.Option
+	conns  string
+}
+
+func takeGoroutineSnapshot() goroutineSnapshot {
+	time.Sleep(time.Second)
+	return goroutineSnapshot{ignore: goleak.IgnoreCurrent(), conns: openConnections()}
+}
+
+// expectNoneLeftSince fails t unless every goroutine started since s has ended.
+func expectNoneLeftSince(t *testing.T, s goroutineSnapshot) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		testFleet.CloseIdleConnections()
+		return goleak.Find(s.ignore)
+	}, eventually, time.Second).Should(Succeed(), func() string {
+		return "connections before: " + s.conns + ", after: " + openConnections()
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"go.uber.org/goleak"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -340,9 +339,7 @@ func TestRotatedTokenLosesNoChange(t *testing.T) {
 func TestRegisterUnregisterCyclesLeaveNoGoroutine(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
-	time.Sleep(time.Second)
-	before := goleak.IgnoreCurrent()
-	connsBefore := openConnections()
+	before := takeGoroutineSnapshot()
 	for i := range 20 {
 		register(t, "cycler", gamma)
 		expectMemberReady(t, "cycler", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
@@ -352,12 +349,7 @@ func TestRegisterUnregisterCyclesLeaveNoGoroutine(t *testing.T) {
 			return apierrors.IsNotFound(err)
 		}, eventually, poll).Should(BeTrue(), "cycle %d", i)
 	}
-	g.Eventually(func() error {
-		testFleet.CloseIdleConnections()
-		return goleak.Find(before)
-	}, eventually, time.Second).Should(Succeed(), func() string {
-		return "connections before: " + connsBefore + ", after: " + openConnections()
-	})
+	expectNoneLeftSince(t, before)
 }
 
 // secretEventReasons lists the reasons of the hub Events about a registration Secret.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -291,11 +290,8 @@ func TestChangedKubeconfigMovesTheEngagement(t *testing.T) {
 func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
-	// Let connections and workers from earlier tests settle, then remember
-	// every goroutine: none of those the member starts may outlive it.
-	time.Sleep(time.Second)
-	before := goleak.IgnoreCurrent()
-	connsBefore := openConnections()
+	// None of the goroutines the member starts may outlive it.
+	before := takeGoroutineSnapshot()
 
 	register(t, "temporary", gamma)
 	key := types.NamespacedName{Namespace: "shop", Name: "ephemeral"}
@@ -315,10 +311,5 @@ func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 		}, quietFor, poll).Should(Succeed())
 	}, eventually, poll).Should(Succeed())
 
-	g.Eventually(func() error {
-		testFleet.CloseIdleConnections()
-		return goleak.Find(before)
-	}, eventually, time.Second).Should(Succeed(), func() string {
-		return "connections before: " + connsBefore + ", after: " + openConnections()
-	})
+	expectNoneLeftSince(t, before)
 }
