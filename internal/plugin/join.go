@@ -96,6 +96,9 @@ func (o *joinOptions) run(ctx context.Context, name string) error {
 		return err
 	}
 	server := o.memberServer(name, member)
+	if member.config.Insecure {
+		fmt.Fprintf(o.stderr, "warning: %s: the member kubeconfig skips TLS verification, and so will the hub\n", memberRole)
+	}
 
 	// Check the hub before touching the member.
 	existing, err := o.registration(ctx, hub, name)
