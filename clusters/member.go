@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type Member struct {
 
 	name       string
 	httpClient *http.Client
+	conns      *connections
 	log        logr.Logger
 
 	mu       sync.Mutex
@@ -46,8 +48,12 @@ type Member struct {
 
 // New builds a Member named name from cfg; it does not contact the member.
 func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
-	m := &Member{name: name, log: log}
+	m := &Member{name: name, log: log, conns: &connections{
+		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		open:   map[net.Conn]struct{}{},
+	}}
 	restCfg := rest.CopyConfig(cfg.REST)
+	restCfg.Dial = m.conns.dial
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stoppable{member: m, next: rt} })
 	httpClient, err := rest.HTTPClientFor(restCfg)
 	if err != nil {
@@ -130,18 +136,19 @@ func (m *Member) Done() <-chan struct{} {
 	return m.done
 }
 
-// Stop cancels the member's context, waits for its cache to stop and closes
-// its idle connections. It is safe to call more than once.
+// Stop cancels the member's context, waits for its cache (if started) to
+// stop, and closes its connections. It is safe to call
+// more than once, and on a member that never started.
 func (m *Member) Stop() {
 	m.mu.Lock()
 	cancel, done := m.cancel, m.done
 	m.mu.Unlock()
-	if cancel == nil {
-		return
-	}
 	m.stopped.Store(true)
-	cancel()
-	<-done
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	m.conns.closeAll()
 	// client-go's round trippers hide CloseIdleConnections from http.Client.
 	utilnet.CloseIdleConnectionsFor(m.httpClient.Transport)
 }
@@ -149,8 +156,8 @@ func (m *Member) Stop() {
 // ErrMemberStopped is returned for a request to a member after Stop.
 var ErrMemberStopped = errors.New("member stopped")
 
-// stoppable refuses requests once its member is stopped, so that a reconcile
-// still holding the member cannot open a connection that outlives it.
+// stoppable refuses requests once its member is stopped, with an error that
+// says so, instead of letting them fail on a closed connection.
 type stoppable struct {
 	member *Member
 	next   http.RoundTripper
@@ -165,6 +172,59 @@ func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // WrappedRoundTripper lets client-go's utilities reach the transport below.
 func (s *stoppable) WrappedRoundTripper() http.RoundTripper { return s.next }
+
+// connections dials the member's connections and closes all of them when
+// the member stops. Closing idle connections is not enough: a dial begun for
+// a request cancelled during Stop can still land in the pool afterwards.
+type connections struct {
+	dialer net.Dialer
+	mu     sync.Mutex
+	open   map[net.Conn]struct{}
+	closed bool
+}
+
+func (c *connections) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	conn, err := c.dialer.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = conn.Close()
+		return nil, ErrMemberStopped
+	}
+	tracked := &trackedConn{Conn: conn, owner: c}
+	c.open[tracked] = struct{}{}
+	return tracked, nil
+}
+
+func (c *connections) closeAll() {
+	c.mu.Lock()
+	c.closed = true
+	open := c.open
+	c.open = map[net.Conn]struct{}{}
+	c.mu.Unlock()
+	for conn := range open {
+		_ = conn.Close()
+	}
+}
+
+// trackedConn leaves its owner's set when closed.
+type trackedConn struct {
+	net.Conn
+	owner *connections
+	once  sync.Once
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(func() {
+		t.owner.mu.Lock()
+		delete(t.owner.open, t)
+		t.owner.mu.Unlock()
+	})
+	return t.Conn.Close()
+}
 
 func (m *Member) recordWatchError(ctx context.Context, r *toolscache.Reflector, err error) {
 	m.mu.Lock()

@@ -40,6 +40,9 @@ type Options struct {
 	MemberSyncTimeout       time.Duration
 	MaxConcurrentReconciles int
 	AllowCredentialPlugins  bool
+	ProbeInterval           time.Duration
+	ProbeTimeout            time.Duration
+	ProbeFailureThreshold   int
 	// GracefulShutdownTimeout bounds how long runnables get to stop.
 	GracefulShutdownTimeout time.Duration
 }
@@ -54,6 +57,9 @@ func DefaultOptions() Options {
 		MemberBurst:             clusters.DefaultBurst,
 		MemberSyncTimeout:       kubeconfig.DefaultSyncTimeout,
 		MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
+		ProbeInterval:           kubeconfig.DefaultProbeInterval,
+		ProbeTimeout:            kubeconfig.DefaultProbeTimeout,
+		ProbeFailureThreshold:   kubeconfig.DefaultFailureThreshold,
 		GracefulShutdownTimeout: 30 * time.Second,
 	}
 }
@@ -74,6 +80,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long a member's caches may take to sync before its engagement is retried.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"Widget reconciles run at once across all members.")
+	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "Time between health probes of each engaged member.")
+	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "Bound on one health probe (and on the checks before a member is engaged).")
+	fs.IntVar(&o.ProbeFailureThreshold, "probe-failure-threshold", o.ProbeFailureThreshold,
+		"Failed probes in a row after which a member is reported Unreachable.")
 	fs.BoolVar(&o.AllowCredentialPlugins, "allow-credential-plugins", o.AllowCredentialPlugins,
 		"Allow registration kubeconfigs with exec or auth-provider sections (they run programs inside the hub).")
 }
@@ -102,8 +112,11 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 			AllowCredentialPlugins: opts.AllowCredentialPlugins,
 			UserAgent:              "widgethub",
 		},
-		SyncTimeout:    opts.MemberSyncTimeout,
-		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
+		SyncTimeout:      opts.MemberSyncTimeout,
+		WatchedObjects:   []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
+		ProbeInterval:    opts.ProbeInterval,
+		ProbeTimeout:     opts.ProbeTimeout,
+		FailureThreshold: opts.ProbeFailureThreshold,
 	})
 	shutdown := opts.GracefulShutdownTimeout
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{

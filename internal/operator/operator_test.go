@@ -295,6 +295,7 @@ func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 	// every goroutine: none of those the member starts may outlive it.
 	time.Sleep(time.Second)
 	before := goleak.IgnoreCurrent()
+	connsBefore := openConnections()
 
 	register(t, "temporary", gamma)
 	key := types.NamespacedName{Namespace: "shop", Name: "ephemeral"}
@@ -317,5 +318,7 @@ func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 	g.Eventually(func() error {
 		testFleet.CloseIdleConnections()
 		return goleak.Find(before)
-	}, eventually, time.Second).Should(Succeed())
+	}, eventually, time.Second).Should(Succeed(), func() string {
+		return "connections before: " + connsBefore + ", after: " + openConnections()
+	})
 }

@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -10,27 +11,39 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/operator"
 )
 
-// The suite's fleet: a hub and three members. alpha and beta are registered
-// by most tests; gamma is the target of re-registration tests.
+// The suite's fleet: a hub and four members. alpha and beta are registered
+// by most tests; gamma is the target of re-registration and fault tests;
+// bare starts without the Widget CRD.
 var (
 	testFleet *fleet.Fleet
 	hubNS     = "widgethub-system"
+	// logs holds everything the manager and client-go logged, for the
+	// credentials check at the end of the suite.
+	logs lockedBuffer
+	// credentials are secrets the tests handed to the operator; none may be logged.
+	credentials credentialSet
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-	f, err := fleet.Start(fleet.Options{Members: []string{"alpha", "beta", "gamma"}, Scheme: operator.NewScheme()})
+	logger := zap.New(zap.WriteTo(io.MultiWriter(os.Stderr, &logs)), zap.UseDevMode(true))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	f, err := fleet.Start(fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: operator.NewScheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	testFleet = f
+	for _, member := range f.Members {
+		credentials.addKubeconfig(member.Kubeconfig)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}
 	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -50,6 +63,10 @@ func TestMain(m *testing.M) {
 	}
 	if err := f.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+	}
+	if leaked := credentials.foundIn(logs.String()); len(leaked) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the logs contain %d credentials handed to the operator (e.g. one starting %.6q)\n", len(leaked), leaked[0])
+		code = 1
 	}
 	os.Exit(code)
 }

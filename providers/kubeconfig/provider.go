@@ -10,19 +10,24 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/metrics"
 )
 
 const (
@@ -39,6 +44,13 @@ const (
 	DefaultMissingKindRetry = 15 * time.Second
 	// DefaultConcurrentEngagements is how many registrations are processed at once.
 	DefaultConcurrentEngagements = 16
+	// DefaultProbeInterval, DefaultProbeTimeout and DefaultFailureThreshold make a
+	// dead member Unreachable within about 20s and a returning one Ready within 5s.
+	DefaultProbeInterval    = 5 * time.Second
+	DefaultProbeTimeout     = 3 * time.Second
+	DefaultFailureThreshold = 3
+	// DefaultMaxRetryDelay caps the backoff between engagement attempts.
+	DefaultMaxRetryDelay = time.Minute
 )
 
 var (
@@ -65,6 +77,14 @@ type Options struct {
 	// ConcurrentEngagements is how many Secrets are reconciled at once.
 	// Defaults to DefaultConcurrentEngagements.
 	ConcurrentEngagements int
+	// ProbeInterval is the time between health probes of an engaged member.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one health probe.
+	ProbeTimeout time.Duration
+	// FailureThreshold is how many probes in a row must fail before a member is Unreachable.
+	FailureThreshold int
+	// MaxRetryDelay caps the backoff between attempts to engage a failing member.
+	MaxRetryDelay time.Duration
 }
 
 func (o *Options) defaults() {
@@ -80,6 +100,18 @@ func (o *Options) defaults() {
 	if o.ConcurrentEngagements == 0 {
 		o.ConcurrentEngagements = DefaultConcurrentEngagements
 	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = DefaultFailureThreshold
+	}
+	if o.MaxRetryDelay == 0 {
+		o.MaxRetryDelay = DefaultMaxRetryDelay
+	}
 }
 
 // SecretCacheOptions scopes a hub cache to the registration Secrets of
@@ -93,14 +125,18 @@ func SecretCacheOptions(namespace string) cache.Options {
 	}
 }
 
-// The hub reads registration Secrets in its registration namespace only.
+// The hub reads registration Secrets in its registration namespace only, and
+// writes the MemberClusters and Events there.
 // +kubebuilder:rbac:groups="",namespace=widgethub-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=widgethub.io,namespace=widgethub-system,resources=memberclusters,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=widgethub.io,namespace=widgethub-system,resources=memberclusters/status,verbs=get;update;patch
 
 // Provider engages one member cluster per registration Secret.
 type Provider struct {
-	opts Options
-	hub  client.Client
-	log  logr.Logger
+	opts     Options
+	hub      client.Client
+	log      logr.Logger
+	recorder events.EventRecorder
 
 	started chan struct{}
 	runCtx  context.Context
@@ -111,9 +147,15 @@ type Provider struct {
 	indexers []index
 }
 
+// registration is an engaged member and what its probes have seen.
 type registration struct {
-	member *clusters.Member
-	hash   [sha256.Size]byte
+	member    *clusters.Member
+	hash      [sha256.Size]byte
+	cfg       *clusters.Config
+	version   string
+	since     time.Time
+	failures  int
+	lastError string
 }
 
 type index struct {
@@ -140,10 +182,16 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	local := mgr.GetLocalManager()
 	p.hub = local.GetClient()
 	p.log = local.GetLogger().WithName("kubeconfig-provider")
+	p.recorder = local.GetEventRecorder("widgethub")
 	return ctrl.NewControllerManagedBy(local).
 		Named("kubeconfig-provider").
 		For(&corev1.Secret{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: p.opts.ConcurrentEngagements}).
+		// Our own status writes need no reconcile; a deleted MemberCluster does.
+		Owns(&v1alpha1.MemberCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: p.opts.ConcurrentEngagements,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, p.opts.MaxRetryDelay),
+		}).
 		Complete(p)
 }
 
@@ -158,8 +206,9 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	regs := p.members
 	p.members = map[multicluster.ClusterName]*registration{}
 	p.mu.Unlock()
-	for _, r := range regs {
+	for name, r := range regs {
 		r.member.Stop()
+		metrics.Forget(string(name))
 	}
 	return nil
 }
@@ -201,100 +250,4 @@ func (p *Provider) IndexField(ctx context.Context, obj client.Object, field stri
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Reconcile engages, re-engages or disengages the member of one Secret.
-func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	name := multicluster.ClusterName(req.Name)
-	log := p.log.WithValues("cluster", name, "secret", req.NamespacedName)
-	select {
-	case <-p.started:
-	case <-ctx.Done():
-		return reconcile.Result{}, ctx.Err()
-	}
-
-	secret := &corev1.Secret{}
-	if err := p.hub.Get(ctx, req.NamespacedName, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			p.disengage(name, log, "registration Secret is gone")
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("get registration Secret %s: %w", req.NamespacedName, err)
-	}
-	if !secret.DeletionTimestamp.IsZero() {
-		p.disengage(name, log, "registration Secret is being deleted")
-		return reconcile.Result{}, nil
-	}
-	data := secret.Data[SecretKey]
-	if len(data) == 0 {
-		p.disengage(name, log, "registration Secret has no kubeconfig")
-		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("secret %s has no %q data key", req.NamespacedName, SecretKey))
-	}
-
-	hash := sha256.Sum256(data)
-	p.mu.RLock()
-	current, engaged := p.members[name]
-	p.mu.RUnlock()
-	if engaged && current.hash == hash {
-		return reconcile.Result{}, nil
-	}
-
-	cfg, err := clusters.RESTConfig(data, p.opts.Config)
-	if err != nil {
-		p.disengage(name, log, "kubeconfig is not usable")
-		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("secret %s: %w", req.NamespacedName, err))
-	}
-	if engaged {
-		p.disengage(name, log, "kubeconfig changed")
-	}
-	return p.engage(name, cfg, hash, log)
-}
-
-func (p *Provider) engage(name multicluster.ClusterName, cfg *clusters.Config, hash [sha256.Size]byte, log logr.Logger) (reconcile.Result, error) {
-	if cfg.Contexts > 1 {
-		log.Info("Kubeconfig has several contexts; using its current context", "context", cfg.Context)
-	}
-	member, err := clusters.New(string(name), cfg, p.opts.Scheme, log)
-	if err != nil {
-		return reconcile.Result{}, reconcile.TerminalError(err)
-	}
-	start := time.Now()
-	if err := member.StartAndSync(p.runCtx, p.opts.SyncTimeout, p.opts.WatchedObjects...); err != nil {
-		if errors.Is(err, clusters.ErrKindMissing) {
-			log.Info("Member does not serve a watched kind; will try again", "reason", err.Error(), "after", p.opts.MissingKindRetry)
-			return reconcile.Result{RequeueAfter: p.opts.MissingKindRetry}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("start member %q: %w", name, err)
-	}
-
-	p.mu.Lock()
-	for _, idx := range p.indexers {
-		if err := member.GetFieldIndexer().IndexField(member.Context(), idx.obj, idx.field, idx.extract); err != nil {
-			p.mu.Unlock()
-			member.Stop()
-			return reconcile.Result{}, fmt.Errorf("index %s on member %q: %w", idx.field, name, err)
-		}
-	}
-	p.members[name] = &registration{member: member, hash: hash}
-	p.mu.Unlock()
-
-	if err := p.aware.Engage(member.Context(), name, member); err != nil {
-		p.disengage(name, log, "engage failed")
-		return reconcile.Result{}, fmt.Errorf("engage member %q: %w", name, err)
-	}
-	log.Info("Engaged member", "context", cfg.Context, "host", cfg.REST.Host, "took", time.Since(start).Round(time.Millisecond))
-	return reconcile.Result{}, nil
-}
-
-// disengage stops the member called name, if any, and waits for its cache to stop.
-func (p *Provider) disengage(name multicluster.ClusterName, log logr.Logger, why string) {
-	p.mu.Lock()
-	r, ok := p.members[name]
-	delete(p.members, name)
-	p.mu.Unlock()
-	if !ok {
-		return
-	}
-	r.member.Stop()
-	log.Info("Disengaged member", "why", why)
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/membercontroller"
+	"github.com/widgethub/widgethub/internal/metrics"
 )
 
 // Name of the controller, its field manager and its event reporter.
@@ -82,6 +83,14 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 
 // Reconcile brings one Widget of one member to its desired state.
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+	result, err := r.reconcile(ctx, req)
+	if err != nil {
+		metrics.ReconcileErrors.WithLabelValues(string(req.ClusterName)).Inc()
+	}
+	return result, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	cl, err := r.Clusters.GetCluster(ctx, req.ClusterName)
 	if err != nil {

@@ -1,0 +1,229 @@
+package kubeconfig
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/metrics"
+)
+
+// observation is what one reconcile learned about a member: the Ready
+// condition to show, the facts for the MemberCluster status, and how the
+// reconcile ends.
+type observation struct {
+	ready   bool
+	reason  string
+	message string
+	version string
+	widgets int32
+	result  reconcile.Result
+	err     error
+}
+
+// Reconcile engages, re-engages, probes or disengages the member of one
+// Secret, and records what it saw in the MemberCluster of the same name.
+func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	name := multicluster.ClusterName(req.Name)
+	log := p.log.WithValues("cluster", name, "secret", req.NamespacedName)
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+		return reconcile.Result{}, ctx.Err()
+	}
+
+	secret := &corev1.Secret{}
+	if err := p.hub.Get(ctx, req.NamespacedName, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			p.disengage(name, log, "registration Secret is gone")
+			metrics.Forget(string(name))
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get registration Secret %s: %w", req.NamespacedName, err)
+	}
+	if !secret.DeletionTimestamp.IsZero() {
+		p.disengage(name, log, "registration Secret is being deleted")
+		metrics.Forget(string(name))
+		return reconcile.Result{}, nil
+	}
+
+	obs := p.observe(ctx, name, secret, log)
+	if err := p.recordStatus(ctx, secret, obs); err != nil {
+		return reconcile.Result{}, errors.Join(obs.err, err)
+	}
+	return obs.result, obs.err
+}
+
+func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret, log logr.Logger) observation {
+	data := secret.Data[SecretKey]
+	if len(data) == 0 {
+		p.disengage(name, log, "registration Secret has no kubeconfig")
+		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason,
+			message: fmt.Sprintf("the Secret has no %q data key", SecretKey),
+			err:     reconcile.TerminalError(fmt.Errorf("secret %s/%s has no %q data key", secret.Namespace, secret.Name, SecretKey))}
+	}
+
+	hash := sha256.Sum256(data)
+	p.mu.RLock()
+	current := p.members[name]
+	p.mu.RUnlock()
+	if current != nil && current.hash == hash {
+		return p.probe(ctx, name, current, log)
+	}
+
+	cfg, err := clusters.RESTConfig(data, p.opts.Config)
+	if err != nil {
+		p.disengage(name, log, "kubeconfig is not usable")
+		reason := v1alpha1.MemberInvalidKubeconfigReason
+		if errors.Is(err, clusters.ErrExecPluginRefused) {
+			reason = v1alpha1.MemberExecPluginRefusedReason
+		}
+		return observation{reason: reason, message: err.Error(),
+			err: reconcile.TerminalError(fmt.Errorf("secret %s/%s: %w", secret.Namespace, secret.Name, err))}
+	}
+	if current != nil {
+		p.disengage(name, log, "kubeconfig changed")
+	}
+	return p.engage(ctx, name, cfg, hash, log)
+}
+
+// engage checks a new member, starts its caches with a bound and engages it.
+func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cfg *clusters.Config, hash [sha256.Size]byte, log logr.Logger) observation {
+	member, err := clusters.New(string(name), cfg, p.opts.Scheme, log)
+	if err != nil {
+		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason, message: err.Error(), err: reconcile.TerminalError(err)}
+	}
+	start := time.Now()
+	probeCtx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
+	version, err := member.Preflight(probeCtx, p.opts.WatchedObjects...)
+	cancel()
+	if err == nil {
+		err = member.StartAndSync(p.runCtx, p.opts.SyncTimeout, p.opts.WatchedObjects...)
+	}
+	if err != nil {
+		member.Stop()
+		obs := failed(err)
+		obs.version = version
+		if obs.reason == v1alpha1.MemberWidgetCRDMissingReason {
+			// Waiting on something external: look again later, no error.
+			log.Info("Member does not serve the Widget API yet", "retryAfter", p.opts.MissingKindRetry)
+			obs.result, obs.err = reconcile.Result{RequeueAfter: p.opts.MissingKindRetry}, nil
+			return obs
+		}
+		obs.err = fmt.Errorf("engage member %q: %w", name, err)
+		return obs
+	}
+
+	reg := &registration{member: member, hash: hash, cfg: cfg, version: version, since: time.Now()}
+	p.mu.Lock()
+	for _, idx := range p.indexers {
+		if err := member.GetFieldIndexer().IndexField(member.Context(), idx.obj, idx.field, idx.extract); err != nil {
+			p.mu.Unlock()
+			member.Stop()
+			return observation{reason: v1alpha1.MemberUnreachableReason, message: err.Error(), err: err}
+		}
+	}
+	p.members[name] = reg
+	p.mu.Unlock()
+
+	if err := p.aware.Engage(member.Context(), name, member); err != nil {
+		p.disengage(name, log, "engage failed")
+		return observation{reason: v1alpha1.MemberUnreachableReason, message: err.Error(), err: fmt.Errorf("engage member %q: %w", name, err)}
+	}
+	metrics.MemberEngagedSince.WithLabelValues(string(name)).Set(float64(reg.since.Unix()))
+	message := fmt.Sprintf("engaged through context %q", cfg.Context)
+	if cfg.Contexts > 1 {
+		message += fmt.Sprintf(" (the current context of %d)", cfg.Contexts)
+	}
+	log.Info("Engaged member", "context", cfg.Context, "host", cfg.REST.Host, "version", version, "took", time.Since(start).Round(time.Millisecond))
+	return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: message,
+		version: version, widgets: p.countWidgets(ctx, member), result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
+}
+
+// probe checks an engaged member's health. A member that comes back after
+// being Unreachable is engaged afresh, so that its caches relist and every
+// Widget changed meanwhile is reconciled.
+func (p *Provider) probe(ctx context.Context, name multicluster.ClusterName, reg *registration, log logr.Logger) observation {
+	probeCtx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
+	start := time.Now()
+	version, err := reg.member.Version(probeCtx)
+	cancel()
+	metrics.MemberProbeDuration.WithLabelValues(string(name)).Observe(time.Since(start).Seconds())
+	next := reconcile.Result{RequeueAfter: p.opts.ProbeInterval}
+
+	if err != nil {
+		metrics.MemberProbeFailures.WithLabelValues(string(name)).Inc()
+		reg.failures++
+		reg.lastError = err.Error()
+		if reg.failures < p.opts.FailureThreshold {
+			log.V(1).Info("Probe failed", "failures", reg.failures, "error", err.Error())
+			return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: "engaged; last probe failed: " + reg.lastError,
+				version: reg.version, widgets: p.countWidgets(ctx, reg.member), result: next}
+		}
+		// The member stays engaged (its informers retry on their own); probes
+		// go on at their interval rather than with error backoff.
+		obs := failed(err)
+		obs.version, obs.widgets, obs.result, obs.err = reg.version, p.countWidgets(ctx, reg.member), next, nil
+		obs.message = fmt.Sprintf("%d probes in a row failed: %s", reg.failures, obs.message)
+		return obs
+	}
+	if reg.failures >= p.opts.FailureThreshold {
+		log.Info("Member answers again; engaging it afresh", "failures", reg.failures)
+		p.disengage(name, log, "member answers again")
+		return p.engage(ctx, name, reg.cfg, reg.hash, log)
+	}
+	reg.failures, reg.lastError, reg.version = 0, "", version
+	return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: fmt.Sprintf("engaged through context %q", reg.cfg.Context),
+		version: version, widgets: p.countWidgets(ctx, reg.member), result: next}
+}
+
+// failed turns an error from a member into the Ready condition to show.
+func failed(err error) observation {
+	obs := observation{reason: v1alpha1.MemberUnreachableReason, message: err.Error(), err: err}
+	switch {
+	case errors.Is(err, clusters.ErrKindMissing):
+		obs.reason = v1alpha1.MemberWidgetCRDMissingReason
+		obs.message = "the member does not serve the Widget API (install the widgets.widgethub.io CRD there): " + err.Error()
+	case apierrors.IsUnauthorized(err):
+		obs.reason = v1alpha1.MemberUnauthorizedReason
+		obs.message = "the member rejects the kubeconfig's credentials (401): " + err.Error()
+	case apierrors.IsForbidden(err):
+		obs.reason = v1alpha1.MemberForbiddenReason
+		obs.message = "the member forbids what widgethub needs (403; grant config/member-rbac): " + err.Error()
+	}
+	return obs
+}
+
+// countWidgets counts the member's Widgets from its cache; -1 means unknown.
+func (p *Provider) countWidgets(ctx context.Context, member *clusters.Member) int32 {
+	list := &v1alpha1.WidgetList{}
+	if err := member.GetClient().List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return -1
+	}
+	return int32(len(list.Items))
+}
+
+// disengage stops the member called name, if any, and waits for its cache to stop.
+func (p *Provider) disengage(name multicluster.ClusterName, log logr.Logger, why string) {
+	p.mu.Lock()
+	r, ok := p.members[name]
+	delete(p.members, name)
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	r.member.Stop()
+	metrics.MemberEngagedSince.WithLabelValues(string(name)).Set(0)
+	log.Info("Disengaged member", "why", why)
+}

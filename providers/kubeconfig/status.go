@@ -1,0 +1,86 @@
+package kubeconfig
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/metrics"
+)
+
+// probeRefresh is how stale status.lastProbeTime may get before it is
+// rewritten although nothing else changed: probes run far more often than
+// that, and a write per probe would load the hub for no news.
+const probeRefresh = time.Minute
+
+// recordStatus writes what obs saw into the MemberCluster owned by secret,
+// records a hub Event on the Secret when Ready changes, and sets the metrics.
+func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs observation) error {
+	name := secret.Name
+	ready := 0.0
+	if obs.ready {
+		ready = 1
+	}
+	metrics.MemberReady.WithLabelValues(name).Set(ready)
+	if obs.widgets >= 0 {
+		metrics.MemberWidgets.WithLabelValues(name).Set(float64(obs.widgets))
+	}
+
+	mc := &v1alpha1.MemberCluster{}
+	err := p.hub.Get(ctx, client.ObjectKeyFromObject(secret), mc)
+	if apierrors.IsNotFound(err) {
+		mc = &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: secret.Namespace}}
+		if err := controllerutil.SetControllerReference(secret, mc, p.hub.Scheme()); err != nil {
+			return fmt.Errorf("own MemberCluster %s: %w", name, err)
+		}
+		if err := p.hub.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create MemberCluster %s: %w", name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("get MemberCluster %s: %w", name, err)
+	}
+
+	status := *mc.Status.DeepCopy()
+	cond := metav1.Condition{Type: v1alpha1.MemberReady, Status: metav1.ConditionFalse, Reason: obs.reason, Message: obs.message}
+	if obs.ready {
+		cond.Status = metav1.ConditionTrue
+	}
+	before := meta.FindStatusCondition(status.Conditions, v1alpha1.MemberReady)
+	changed := before == nil || before.Status != cond.Status || before.Reason != cond.Reason
+	meta.SetStatusCondition(&status.Conditions, cond)
+	if obs.version != "" {
+		status.KubernetesVersion = obs.version
+	}
+	if obs.widgets >= 0 {
+		status.Widgets = obs.widgets
+	}
+	now := metav1.Now()
+	lastProbe := status.LastProbeTime
+	fresh := lastProbe != nil && now.Sub(lastProbe.Time) < probeRefresh
+	if equality.Semantic.DeepEqual(mc.Status, status) && fresh {
+		return nil
+	}
+	status.LastProbeTime = &now
+	patch := client.MergeFrom(mc.DeepCopy())
+	mc.Status = status
+	if err := p.hub.Status().Patch(ctx, mc, patch); err != nil {
+		return fmt.Errorf("patch MemberCluster %s status: %w", name, err)
+	}
+	if changed {
+		eventType := corev1.EventTypeNormal
+		if !obs.ready {
+			eventType = corev1.EventTypeWarning
+		}
+		p.recorder.Eventf(secret, nil, eventType, obs.reason, "Probe", "%s", obs.message)
+	}
+	return nil
+}
