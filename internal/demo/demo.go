@@ -124,7 +124,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := waitReady(ctx, f, samples, opts.ReadyTimeout, say); err != nil {
 		return err
 	}
-	waitMemberClusters(ctx, f)
+	waitMemberClusters(ctx, f, int32(len(samples)))
 	if err := kubectl("clusters"); err != nil {
 		return err
 	}
@@ -159,6 +159,8 @@ func startManager(ctx context.Context, f *fleet.Fleet, metrics string) (func() e
 	}
 	opts.HealthProbeBindAddress = "0"
 	opts.MemberSyncTimeout = 15 * time.Second
+	// Probe often, so that MemberCluster status follows the demo closely.
+	opts.ProbeInterval = time.Second
 	opts.GracefulShutdownTimeout = 10 * time.Second
 	mgr, err := operator.New(f.Hub.Config, opts)
 	if err != nil {
@@ -288,22 +290,23 @@ func waitReady(ctx context.Context, f *fleet.Fleet, samples []string, timeout ti
 	}
 }
 
-// waitMemberClusters gives the hub a moment to report its members Ready when
-// it keeps MemberCluster status, so that `clusters` shows a settled fleet.
-func waitMemberClusters(ctx context.Context, f *fleet.Fleet) {
+// waitMemberClusters gives the hub a few seconds to report every member
+// Ready with its sample Widgets counted, so that `clusters` shows a settled
+// fleet. It prints nothing: `clusters` shows whatever state the hub reached.
+func waitMemberClusters(ctx context.Context, f *fleet.Fleet, widgets int32) {
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var list v1alpha1.MemberClusterList
-		if err := f.Hub.Client.List(ctx, &list, client.InNamespace(kubeconfig.DefaultNamespace)); err != nil || len(list.Items) == 0 {
+		if err := f.Hub.Client.List(ctx, &list, client.InNamespace(kubeconfig.DefaultNamespace)); err != nil {
 			return
 		}
-		ready := 0
+		settled := 0
 		for _, mc := range list.Items {
-			if meta.IsStatusConditionTrue(mc.Status.Conditions, v1alpha1.MemberReady) {
-				ready++
+			if meta.IsStatusConditionTrue(mc.Status.Conditions, v1alpha1.MemberReady) && mc.Status.Widgets == widgets {
+				settled++
 			}
 		}
-		if ready == len(f.Members) {
+		if settled == len(f.Members) {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)

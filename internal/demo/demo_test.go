@@ -33,7 +33,13 @@ func TestDemoReachesReadyWidgets(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"$ kubectl widgethub clusters", "fleet.kubeconfig", "every sample Widget is Ready"} {
+	clusters := out.String()[strings.Index(out.String(), "$ kubectl widgethub clusters"):]
+	for _, m := range demo.Members {
+		if !containsMember(clusters, m, "True", "Engaged", "2") {
+			t.Errorf("clusters shows %s not Ready and Engaged with 2 Widgets", m)
+		}
+	}
+	for _, want := range []string{"fleet.kubeconfig", "every sample Widget is Ready"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo did not print %q", want)
 		}
@@ -46,6 +52,18 @@ func containsRow(table, cluster, namespace, name, ready string) bool {
 	for line := range strings.Lines(table) {
 		f := strings.Fields(line)
 		if len(f) >= 7 && f[0] == cluster && f[1] == namespace && f[2] == name && f[5] == ready {
+			return true
+		}
+	}
+	return false
+}
+
+// containsMember reports whether a line of the clusters table shows name with
+// the given READY, REASON and WIDGETS cells.
+func containsMember(table, name, ready, reason, widgets string) bool {
+	for line := range strings.Lines(table) {
+		f := strings.Fields(line)
+		if len(f) >= 7 && f[0] == name && f[1] == ready && f[2] == reason && f[4] == widgets {
 			return true
 		}
 	}
