@@ -12,6 +12,8 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 # Directory of kube-apiserver and etcd built from source (see hack/control-plane.sh).
 ASSETS = $(shell hack/control-plane.sh)
 TEST_FLAGS ?= -race -timeout 20m
+GOOS ?= linux
+GOARCH ?= $(shell $(GO) env GOARCH)
 
 ##@ General
 
@@ -64,9 +66,40 @@ test: lint verify ## Run all tests against real API servers built from source.
 build: ## Build the manager binary into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/widgethub ./cmd/widgethub
 
+.PHONY: build-plugin
+build-plugin: ## Build the kubectl plugin into bin/ (put bin/ on PATH for `kubectl widgethub`).
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/kubectl-widgethub ./cmd/kubectl-widgethub
+
 .PHONY: run
 run: ## Run the manager against the current kubeconfig's hub.
 	$(GO) run ./cmd/widgethub
+
+.PHONY: docker-build
+docker-build: ## Build the manager image IMG: a static binary FROM scratch, user 65532.
+	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/image/widgethub ./cmd/widgethub
+	docker build -t $(IMG) -f Dockerfile $(BIN)/image
+
+.PHONY: demo
+demo: ## A local hub and two members with the manager, the plugin and sample Widgets (Ctrl+C ends it).
+	@assets="$$(hack/control-plane.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./hack/demo $(DEMO_FLAGS)
+
+##@ Deployment (current kubeconfig context)
+
+.PHONY: install
+install: ## Install the CRDs into the cluster.
+	kubectl apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: ## Delete the CRDs, and with them every MemberCluster and Widget of the cluster.
+	kubectl delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: ## Install widgethub on the hub with the manager image IMG.
+	hack/render.sh $(IMG) | kubectl apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: ## Remove widgethub from the hub, registration Secrets and CRDs included.
+	hack/render.sh $(IMG) | kubectl delete --ignore-not-found -f -
 
 include e2e/nodeimage/nodeimage.mk
 

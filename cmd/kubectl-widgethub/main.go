@@ -1,0 +1,20 @@
+// Command kubectl-widgethub is the kubectl plugin of widgethub: with it on
+// PATH, `kubectl widgethub join/unjoin/clusters/widgets` manage the members of
+// a hub. See internal/plugin.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/widgethub/widgethub/internal/plugin"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := plugin.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

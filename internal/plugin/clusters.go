@@ -1,0 +1,124 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+func clustersCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "clusters",
+		Short: "List the registered members and their state",
+		Long: `clusters lists the registration Secrets on the hub with the hub's view of
+each member (its MemberCluster status): Ready, the reason, the member's
+Kubernetes version, its number of Widgets, and the address the hub uses.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return g.clusters(cmd.Context()) },
+	}
+}
+
+func (g *globals) clusters(ctx context.Context) error {
+	hub, err := g.loadHub()
+	if err != nil {
+		return err
+	}
+	secrets, err := g.registrations(ctx, hub)
+	if err != nil {
+		return err
+	}
+	if len(secrets) == 0 {
+		fmt.Fprintf(g.stderr, "No members registered in namespace %s on the hub.\n", g.registrationNamespace)
+		return nil
+	}
+	status := map[string]*v1alpha1.MemberCluster{}
+	var mcs v1alpha1.MemberClusterList
+	switch err := hub.client.List(ctx, &mcs, client.InNamespace(g.registrationNamespace)); {
+	case meta.IsNoMatchError(err):
+		fmt.Fprintln(g.stderr, "The hub does not serve MemberClusters (CRD missing): showing the registrations only.")
+	case err != nil:
+		return fmt.Errorf("hub: list MemberClusters in %s: %w", g.registrationNamespace, err)
+	}
+	for i := range mcs.Items {
+		status[mcs.Items[i].Name] = &mcs.Items[i]
+	}
+
+	tw := newTable(g.stdout, "NAME", "READY", "REASON", "VERSION", "WIDGETS", "SERVER", "AGE")
+	for _, s := range secrets {
+		ready, reason, version, widgets := "Unknown", "-", "-", "-"
+		if mc := status[s.Name]; mc != nil {
+			if c := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberReady); c != nil {
+				ready, reason = string(c.Status), c.Reason
+			}
+			if mc.Status.KubernetesVersion != "" {
+				version = mc.Status.KubernetesVersion
+			}
+			if mc.Status.LastProbeTime != nil {
+				widgets = strconv.Itoa(int(mc.Status.Widgets))
+			}
+		}
+		row(tw, s.Name, ready, reason, version, widgets, serverOf(s.Data[kubeconfig.SecretKey]), age(s.CreationTimestamp))
+	}
+	return tw.Flush()
+}
+
+// registrations lists the hub's registration Secrets by name.
+func (g *globals) registrations(ctx context.Context, hub *cluster) ([]corev1.Secret, error) {
+	var list corev1.SecretList
+	err := hub.client.List(ctx, &list, client.InNamespace(g.registrationNamespace), client.MatchingLabels{kubeconfig.SecretLabel: "true"})
+	if err != nil {
+		return nil, fmt.Errorf("hub: list registration Secrets in %s: %w", g.registrationNamespace, err)
+	}
+	slices.SortFunc(list.Items, func(a, b corev1.Secret) int { return strings.Compare(a.Name, b.Name) })
+	return list.Items, nil
+}
+
+// serverOf is the server of a kubeconfig's current context, or a word saying why there is none.
+func serverOf(doc []byte) string {
+	raw, err := clientcmd.Load(doc)
+	if err != nil {
+		return "<invalid kubeconfig>"
+	}
+	kctx, ok := raw.Contexts[raw.CurrentContext]
+	if !ok {
+		return "<no current context>"
+	}
+	if c, ok := raw.Clusters[kctx.Cluster]; ok && c.Server != "" {
+		return c.Server
+	}
+	return "<no server>"
+}
+
+func newTable(out io.Writer, header ...string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
+	row(tw, header...)
+	return tw
+}
+
+func row(tw *tabwriter.Writer, cells ...string) {
+	fmt.Fprintln(tw, strings.Join(cells, "\t"))
+}
+
+// age prints how long ago t was, as kubectl does.
+func age(t metav1.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(t.Time))
+}

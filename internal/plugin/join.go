@@ -1,0 +1,274 @@
+package plugin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// kindFromContext is the value of a bare --kind: take the kind cluster's
+// name from a "kind-NAME" member context, else use the join NAME.
+const kindFromContext = "<from context>"
+
+type joinOptions struct {
+	*globals
+	memberKubeconfig, memberContext string
+	server, kind                    string
+	overwrite                       bool
+	tokenTTL                        time.Duration
+}
+
+func joinCommand(g *globals) *cobra.Command {
+	o := &joinOptions{globals: g}
+	cmd := &cobra.Command{
+		Use:   "join NAME --member-kubeconfig FILE [--member-context CONTEXT] [--server URL | --kind[=CLUSTER]]",
+		Short: "Register a member cluster with the hub",
+		Long: `join makes NAME a member of the hub, with the member admin's credentials:
+
+  1. installs the Widget CRD in the member;
+  2. creates the ServiceAccount widgethub-system/widgethub-member there, and the
+     ClusterRole and ClusterRoleBinding widgethub-member: Widgets and their
+     status, Deployments, Events and API discovery, nothing more;
+  3. mints a token for that ServiceAccount (TokenRequest API, --token-ttl,
+     revoked when the ServiceAccount is deleted by unjoin --cleanup);
+  4. creates the registration Secret NAME on the hub: a kubeconfig with that
+     token and the member's CA, labelled widgethub.io/kubeconfig=true.
+
+The hub's manager must reach the member at the kubeconfig's server address.
+For a kind member that address is 127.0.0.1 on your machine, which a pod on
+the hub cannot reach: pass --kind (https://CLUSTER-control-plane:6443, the
+address inside kind's Docker network) or --server.`,
+		Example: `  kubectl widgethub join alpha --member-kubeconfig alpha.kubeconfig
+  kubectl widgethub join beta --member-context kind-beta --kind
+  kubectl widgethub join gamma --member-context gamma --server https://10.0.0.7:6443 --overwrite`,
+		Args: exactlyOneName,
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), args[0]) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "Kubeconfig with admin credentials for the member (default: the hub's --kubeconfig, else $KUBECONFIG or ~/.kube/config).")
+	f.StringVar(&o.memberContext, "member-context", "", "Context of the member in that kubeconfig (default its current context).")
+	f.StringVar(&o.server, "server", "", "API server address the hub uses to reach the member (default: the member kubeconfig's server).")
+	f.StringVar(&o.kind, "kind", "", "The member is a kind cluster: the hub reaches it at https://CLUSTER-control-plane:6443 (CLUSTER from a kind-CLUSTER context, else NAME).")
+	f.Lookup("kind").NoOptDefVal = kindFromContext
+	f.BoolVar(&o.overwrite, "overwrite", false, "Replace an existing registration of NAME.")
+	f.DurationVar(&o.tokenTTL, "token-ttl", DefaultTokenTTL, "Requested lifetime of the hub's token; join again with --overwrite to renew it.")
+	return cmd
+}
+
+func (o *joinOptions) run(ctx context.Context, name string) error {
+	if o.memberKubeconfig == "" && o.memberContext == "" {
+		return withCode(ExitUsage, "join needs the member: pass --member-kubeconfig and/or --member-context")
+	}
+	if o.server != "" && o.kind != "" {
+		return withCode(ExitUsage, "--server and --kind both set the member's address: pass one")
+	}
+	if o.tokenTTL < 10*time.Minute {
+		return withCode(ExitUsage, "--token-ttl %s is shorter than the API server's minimum of 10m", o.tokenTTL)
+	}
+	out := o.stdout
+	hub, err := o.loadHub()
+	if err != nil {
+		return err
+	}
+	memberRole := fmt.Sprintf("member %q", name)
+	member, err := target{role: memberRole, kubeconfig: cmp.Or(o.memberKubeconfig, o.kubeconfig), context: o.memberContext,
+		kubeconfigFlag: "--member-kubeconfig", contextFlag: "--member-context"}.load(o.requestTimeout)
+	if err != nil {
+		return err
+	}
+	if err := member.ping(); err != nil {
+		return err
+	}
+	server := o.memberServer(name, member)
+	if member.config.Insecure {
+		fmt.Fprintf(o.stderr, "warning: %s: the member kubeconfig skips TLS verification, and so will the hub\n", memberRole)
+	}
+
+	// Check the hub before touching the member.
+	existing, err := o.registration(ctx, hub, name)
+	if err != nil {
+		return err
+	}
+	if existing != nil && !o.overwrite {
+		return withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",
+			name, o.registrationNamespace, name)
+	}
+
+	fmt.Fprintf(out, "%s: joining context %q (%s), Kubernetes %s\n", memberRole, member.context, member.config.Host, member.version)
+	if err := installCRD(ctx, member.client); err != nil {
+		return fmt.Errorf("%s: %w", memberRole, err)
+	}
+	fmt.Fprintf(out, "%s: Widget CRD %s installed\n", memberRole, WidgetCRDName)
+	created, err := ensureNamespace(ctx, member.client)
+	if err != nil {
+		return fmt.Errorf("%s: %w", memberRole, err)
+	}
+	if created {
+		fmt.Fprintf(out, "%s: namespace %s created\n", memberRole, MemberNamespace)
+	}
+	objs, err := memberObjects()
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := apply(ctx, member.client, obj); err != nil {
+			return fmt.Errorf("%s: apply %T %s: %w", memberRole, obj, obj.GetName(), err)
+		}
+	}
+	fmt.Fprintf(out, "%s: ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s applied\n",
+		memberRole, MemberNamespace, MemberServiceAccount, MemberClusterRole)
+	token, expires, err := mintToken(ctx, member.client, o.tokenTTL)
+	if err != nil {
+		return fmt.Errorf("%s: %w", memberRole, err)
+	}
+	fmt.Fprintf(out, "%s: token minted for the hub, valid until %s\n", memberRole, expires.UTC().Format(time.RFC3339))
+
+	doc, err := registrationKubeconfig(name, member.config, server, token)
+	if err != nil {
+		return fmt.Errorf("%s: build the registration kubeconfig: %w", memberRole, err)
+	}
+	if err := verify(ctx, doc, member.config.Host, o.requestTimeout); err != nil {
+		return fmt.Errorf("%s: the new credentials do not work yet, nothing was registered on the hub: %w", memberRole, err)
+	}
+	if err := o.register(ctx, hub, name, doc, existing); err != nil {
+		return err
+	}
+	verb := "registered"
+	if existing != nil {
+		verb = "re-registered"
+	}
+	fmt.Fprintf(out, "hub: %s %q as Secret %s/%s; the hub reaches it at %s\n", verb, name, o.registrationNamespace, name, server)
+	fmt.Fprintf(out, "Check it with: kubectl widgethub clusters\n")
+	return nil
+}
+
+// memberServer is the address the hub will use for the member.
+func (o *joinOptions) memberServer(name string, member *cluster) string {
+	switch {
+	case o.server != "":
+		return o.server
+	case o.kind == kindFromContext:
+		kindName := name
+		if n, ok := strings.CutPrefix(member.context, "kind-"); ok && n != "" {
+			kindName = n
+		}
+		return "https://" + kindName + "-control-plane:6443"
+	case o.kind != "":
+		return "https://" + o.kind + "-control-plane:6443"
+	}
+	return member.config.Host
+}
+
+// registration returns the hub's registration Secret of name, or nil.
+func (o *joinOptions) registration(ctx context.Context, hub *cluster, name string) (*corev1.Secret, error) {
+	ns := &corev1.Namespace{}
+	err := hub.client.Get(ctx, client.ObjectKey{Name: o.registrationNamespace}, ns)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("hub: the registration namespace %q does not exist: install widgethub on the hub first (make deploy), or pass --registration-namespace",
+			o.registrationNamespace)
+	}
+	// Forbidden to read namespaces is fine: the Secret request below tells.
+	if err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("hub: get namespace %s: %w", o.registrationNamespace, err)
+	}
+	secret := &corev1.Secret{}
+	err = hub.client.Get(ctx, client.ObjectKey{Namespace: o.registrationNamespace, Name: name}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hub: get Secret %s/%s: %w", o.registrationNamespace, name, err)
+	}
+	return secret, nil
+}
+
+// register creates the registration Secret, or replaces existing's kubeconfig.
+func (o *joinOptions) register(ctx context.Context, hub *cluster, name string, doc []byte, existing *corev1.Secret) error {
+	want := kubeconfig.NewSecret(o.registrationNamespace, name, doc)
+	if existing == nil {
+		err := hub.client.Create(ctx, want)
+		if apierrors.IsAlreadyExists(err) {
+			return withCode(ExitExists, "%q was registered on the hub by someone else meanwhile; pass --overwrite to replace it", name)
+		}
+		if err != nil {
+			return fmt.Errorf("hub: create Secret %s/%s: %w", o.registrationNamespace, name, err)
+		}
+		return nil
+	}
+	if existing.Labels == nil {
+		existing.Labels = map[string]string{}
+	}
+	existing.Labels[kubeconfig.SecretLabel] = "true"
+	existing.Data = want.Data
+	if err := hub.client.Update(ctx, existing); err != nil {
+		return fmt.Errorf("hub: update Secret %s/%s: %w", o.registrationNamespace, name, err)
+	}
+	return nil
+}
+
+// registrationKubeconfig is the kubeconfig the hub uses for the member: one
+// context named after the member, the member's CA, the server the hub reaches
+// and the ServiceAccount token.
+func registrationKubeconfig(name string, member *rest.Config, server, token string) ([]byte, error) {
+	tls := rest.CopyConfig(member)
+	if err := rest.LoadTLSFiles(tls); err != nil {
+		return nil, fmt.Errorf("read the member's CA: %w", err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{
+		Server:                   server,
+		CertificateAuthorityData: tls.CAData,
+		TLSServerName:            tls.ServerName,
+		InsecureSkipTLSVerify:    tls.Insecure,
+	}
+	cfg.AuthInfos[MemberServiceAccount] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: MemberServiceAccount}
+	cfg.CurrentContext = name
+	return clientcmd.Write(*cfg)
+}
+
+// verify checks the registration kubeconfig as the hub will read it
+// (clusters.RESTConfig) and lists Widgets with it at reachable, the member
+// address that works from here. RBAC and CRD discovery settle within moments
+// of being written, so it retries briefly.
+func verify(ctx context.Context, doc []byte, reachable string, timeout time.Duration) error {
+	cfg, err := clusters.RESTConfig(doc, clusters.ConfigOptions{UserAgent: userAgent})
+	if err != nil {
+		return err
+	}
+	cfg.REST.Host = reachable
+	cfg.REST.Timeout = timeout
+	c, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	var lastErr error
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		lastErr = c.List(ctx, &v1alpha1.WidgetList{}, client.Limit(1))
+		if lastErr == nil {
+			return true, nil
+		}
+		// Not yet authorized or not yet discovered: try again.
+		return !(apierrors.IsForbidden(lastErr) || meta.IsNoMatchError(lastErr)), nil
+	})
+	if lastErr != nil {
+		return fmt.Errorf("list Widgets with the minted token: %w", lastErr)
+	}
+	return err
+}

@@ -1,0 +1,133 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// target names a cluster by kubeconfig file and context; empty fields mean
+// kubectl's defaults ($KUBECONFIG or ~/.kube/config, and its current context).
+type target struct {
+	// role is what the cluster is to the user ("hub", `member "alpha"`), for messages.
+	role       string
+	kubeconfig string
+	context    string
+	// flags name the flags that set kubeconfig and context, for messages.
+	kubeconfigFlag, contextFlag string
+}
+
+// cluster is a target's loaded configuration and a client for it.
+type cluster struct {
+	role    string
+	context string
+	config  *rest.Config
+	client  client.Client
+	// version is the API server's version, set by ping.
+	version string
+}
+
+// load reads the target's kubeconfig and builds a client for its context.
+// Missing files and contexts are ExitKubeconfig errors.
+func (t target) load(timeout time.Duration) (*cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	source := "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
+	if t.kubeconfig != "" {
+		rules.ExplicitPath = t.kubeconfig
+		source = t.kubeconfig
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, withCode(ExitKubeconfig, "%s: cannot read kubeconfig %s: %s", t.role, source, firstLine(err))
+	}
+	name := t.context
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	if name == "" {
+		return nil, withCode(ExitKubeconfig, "%s: kubeconfig %s has no current context; pass %s (contexts: %s)",
+			t.role, source, t.contextFlag, contextNames(raw))
+	}
+	if _, ok := raw.Contexts[name]; !ok {
+		return nil, withCode(ExitKubeconfig, "%s: context %q not found in kubeconfig %s (contexts: %s)",
+			t.role, name, source, contextNames(raw))
+	}
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, rules).ClientConfig()
+	if err != nil {
+		return nil, withCode(ExitKubeconfig, "%s: context %q of kubeconfig %s: %s", t.role, name, source, firstLine(err))
+	}
+	cfg.Timeout = timeout
+	cfg.UserAgent = userAgent
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("%s: client for context %q: %w", t.role, name, err)
+	}
+	return &cluster{role: t.role, context: name, config: cfg, client: c}, nil
+}
+
+func contextNames(raw *clientcmdapi.Config) string {
+	if len(raw.Contexts) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(raw.Contexts))
+	for n := range raw.Contexts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// ping asks the API server for its version: the cheapest request that proves
+// the address, the CA and the credentials. A server that does not answer is
+// an ExitUnreachable error.
+func (c *cluster) ping() error {
+	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
+	if err != nil {
+		return fmt.Errorf("%s: discovery client: %w", c.role, err)
+	}
+	v, err := dc.ServerVersion()
+	switch {
+	case err == nil:
+		c.version = v.GitVersion
+		return nil
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%s: the API server at %s rejects the credentials of context %q: %w", c.role, c.config.Host, c.context, err)
+	case apierrors.IsForbidden(err):
+		// The server answered: it is reachable even though /version is closed to this user.
+		return nil
+	default:
+		return withCode(ExitUnreachable, "%s: cannot reach the API server at %s (context %q): %s",
+			c.role, c.config.Host, c.context, describeNetError(err))
+	}
+}
+
+// describeNetError shortens client-go's transport errors to their cause.
+func describeNetError(err error) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		return "timed out: " + err.Error()
+	}
+	return firstLine(err)
+}
+
+// firstLine keeps the first line of an error: later lines of some client-go
+// config errors quote file content.
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
+}

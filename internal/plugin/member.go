@@ -1,0 +1,226 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/widgethub/widgethub/config"
+)
+
+// What join creates in a member. The names are fixed so that joining again
+// (with --overwrite) updates the same objects and unjoin --cleanup finds them.
+const (
+	// MemberNamespace holds the hub's ServiceAccount in the member.
+	MemberNamespace = "widgethub-system"
+	// MemberServiceAccount is the identity the hub uses in the member.
+	MemberServiceAccount = "widgethub-member"
+	// MemberClusterRole names the ClusterRole and the ClusterRoleBinding.
+	MemberClusterRole = "widgethub-member"
+	// WidgetCRDName is the Widget CRD's name.
+	WidgetCRDName = "widgets.widgethub.io"
+
+	// DefaultTokenTTL is the requested lifetime of a joined member's token.
+	DefaultTokenTTL = 365 * 24 * time.Hour
+)
+
+// managedBy marks the objects join created, and only those are deleted by
+// unjoin --cleanup: a namespace that existed before join carries no such label.
+var managedBy = map[string]string{"app.kubernetes.io/managed-by": fieldManager, "app.kubernetes.io/part-of": "widgethub"}
+
+// discoveryRule lets the hub read API discovery and the server version: what
+// its REST mapper and its health probe read. Kubernetes grants these to every
+// authenticated user by default (system:discovery); the rule keeps the hub
+// working on a member that has narrowed that default.
+var discoveryRule = rbacv1.PolicyRule{
+	NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/version"},
+	Verbs:           []string{"get"},
+}
+
+// MemberRules are the rules of the ClusterRole join grants the hub in a
+// member: those of config/member-rbac/role.yaml (generated from the Widget
+// reconciler's RBAC markers), then discoveryRule.
+func MemberRules() ([]rbacv1.PolicyRule, error) {
+	var role rbacv1.ClusterRole
+	if err := decodeOne(config.MemberRole, "ClusterRole", &role); err != nil {
+		return nil, fmt.Errorf("embedded member role: %w", err)
+	}
+	return append(role.Rules, discoveryRule), nil
+}
+
+// decodeOne decodes the first YAML document of kind from data into into.
+func decodeOne(data []byte, kind string, into any) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("no %s in the document", kind)
+		}
+		if err != nil {
+			return err
+		}
+		if doc["kind"] != kind {
+			continue
+		}
+		return runtime.DefaultUnstructuredConverter.FromUnstructured(doc, into)
+	}
+}
+
+// memberObjects are the objects join applies in a member besides the CRD, in order.
+func memberObjects() ([]client.Object, error) {
+	rules, err := MemberRules()
+	if err != nil {
+		return nil, err
+	}
+	meta := func(name, namespace string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: managedBy}
+	}
+	return []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: meta(MemberServiceAccount, MemberNamespace)},
+		&rbacv1.ClusterRole{ObjectMeta: meta(MemberClusterRole, ""), Rules: rules},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: meta(MemberClusterRole, ""),
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: MemberClusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: MemberServiceAccount, Namespace: MemberNamespace}},
+		},
+	}, nil
+}
+
+// apply server-side applies obj with the plugin's field manager, taking over
+// fields another manager set (an earlier kubectl apply of the same manifests).
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+		if err != nil {
+			return err
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		u = &unstructured.Unstructured{Object: m}
+		u.SetGroupVersionKind(gvk)
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	}
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
+}
+
+// installCRD applies the embedded Widget CRD and waits until it is served.
+func installCRD(ctx context.Context, c client.Client) error {
+	crd := &unstructured.Unstructured{}
+	if err := decodeOne(config.WidgetCRD, "CustomResourceDefinition", &crd.Object); err != nil {
+		return fmt.Errorf("embedded Widget CRD: %w", err)
+	}
+	if err := apply(ctx, c, crd); err != nil {
+		return fmt.Errorf("apply CRD %s: %w", WidgetCRDName, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Name: WidgetCRDName}, crd); err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRD %s is not established: %w", WidgetCRDName, err)
+	}
+	return nil
+}
+
+// ensureNamespace creates the member namespace when it is missing; only a
+// namespace it creates carries the managedBy labels.
+func ensureNamespace(ctx context.Context, c client.Client) (created bool, err error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MemberNamespace, Labels: managedBy}}
+	err = c.Create(ctx, ns)
+	if apierrors.IsAlreadyExists(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create namespace %s: %w", MemberNamespace, err)
+	}
+	return true, nil
+}
+
+// mintToken asks the TokenRequest API for a token of the member's
+// ServiceAccount. The token is bound to the ServiceAccount: deleting it
+// (unjoin --cleanup) revokes the token. The API server may shorten ttl; the
+// returned time is the real expiry.
+func mintToken(ctx context.Context, c client.Client, ttl time.Duration) (token string, expires time.Time, err error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: MemberServiceAccount, Namespace: MemberNamespace}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl.Seconds()))}}
+	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {
+		return "", time.Time{}, fmt.Errorf("request a token for ServiceAccount %s/%s: %w", MemberNamespace, MemberServiceAccount, err)
+	}
+	return req.Status.Token, req.Status.ExpirationTimestamp.Time, nil
+}
+
+// cleanupMember deletes what join created in the member, newest first, and
+// reports each object on out. Objects without the managedBy labels were not
+// made by join and stay.
+func cleanupMember(ctx context.Context, c client.Client, out io.Writer, member string) error {
+	objs, err := memberObjects()
+	if err != nil {
+		return err
+	}
+	slices.Reverse(objs)
+	objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MemberNamespace}})
+	var errs []error
+	for _, obj := range objs {
+		if err := deleteIfManaged(ctx, c, obj, out, member); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func deleteIfManaged(ctx context.Context, c client.Client, obj client.Object, out io.Writer, member string) error {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err
+	}
+	what := gvk.Kind + " " + obj.GetName()
+	if obj.GetNamespace() != "" {
+		what = gvk.Kind + " " + obj.GetNamespace() + "/" + obj.GetName()
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		fmt.Fprintf(out, "member %q: %s is already gone\n", member, what)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("get %s: %w", what, err)
+	}
+	if obj.GetLabels()["app.kubernetes.io/managed-by"] != fieldManager {
+		fmt.Fprintf(out, "member %q: kept %s: join did not create it\n", member, what)
+		return nil
+	}
+	err = c.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())})
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %s: %w", what, err)
+	}
+	fmt.Fprintf(out, "member %q: deleted %s\n", member, what)
+	return nil
+}
