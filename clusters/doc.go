@@ -4,8 +4,11 @@
 // RESTConfig parses and validates a kubeconfig: it refuses exec and
 // auth-provider credentials unless allowed (a Secret must never run a program
 // inside the hub), uses the current context, and sets the member's QPS and
-// burst. New builds a Member from that config with its own HTTP client, so that
-// stopping a member also closes its connections. Member.StartAndSync runs the member's
-// cache on a context that lives as long as the member and waits, with a bound,
-// for the informers the operator needs.
+// burst. New builds a Member from that config with its own HTTP client and
+// dialer. Member.Preflight checks a member before its caches start (version,
+// kinds served, list permission); Member.Version is the cheap health probe;
+// Member.StartAndSync runs the member's cache on a context that lives as long
+// as the member and waits, with a bound, for the informers the operator
+// needs. Member.Stop ends it all and closes every connection the member
+// opened, so that members coming and going leave nothing behind.
 package clusters

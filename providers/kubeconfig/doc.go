@@ -1,13 +1,26 @@
 // Package kubeconfig is the multicluster provider that discovers member
-// clusters from kubeconfig Secrets on the hub.
+// clusters from kubeconfig Secrets on the hub and reports their health.
 //
 // A Secret in the registration namespace labelled widgethub.io/kubeconfig=true
 // registers one member, named after the Secret, with the kubeconfig in its
 // "kubeconfig" key. The Provider runs a hub-side controller on those Secrets
 // only (the hub cache is scoped to that namespace and label, see
-// SecretCacheOptions). For each Secret it validates the kubeconfig, starts a
-// clusters.Member whose context lives as long as the registration, waits with a
-// bound for the member's informers, and engages it with the multicluster
-// manager. A changed kubeconfig re-engages the member; a deleted Secret stops
-// the member's cache and every source engaged on it.
+// SecretCacheOptions). Each reconcile of a Secret does one of:
+//
+//   - engage: validate the kubeconfig, check the member (version, the Widget
+//     API served, list permission) with a short timeout, start a
+//     clusters.Member whose context lives as long as the registration, wait
+//     with a bound for its informers, and engage it with the multicluster
+//     manager;
+//   - probe: ask an engaged member for /version; after several failures in a
+//     row report it Unreachable, and when it answers again engage it afresh
+//     so that its caches relist;
+//   - disengage: a deleted Secret or a changed kubeconfig stops the member's
+//     cache and every source engaged on it.
+//
+// What it sees is written to the MemberCluster of the same name (owned by the
+// Secret), recorded as an Event on the Secret when readiness changes, and
+// exported as per-member metrics. Failures are retried with backoff by the
+// controller's queue; reconciles of different Secrets run concurrently, so a
+// slow member never holds up another.
 package kubeconfig
