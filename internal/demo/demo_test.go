@@ -28,14 +28,14 @@ func TestDemoReachesReadyWidgets(t *testing.T) {
 	table := out.String()[strings.Index(out.String(), "$ kubectl widgethub widgets -A"):]
 	for _, m := range demo.Members {
 		for _, w := range []string{"cart", "checkout"} {
-			if !containsRow(table, m, demo.SampleNamespace, w, "True") {
+			if !hasRow(table, map[int]string{0: m, 1: demo.SampleNamespace, 2: w, 5: "True"}) {
 				t.Errorf("widgets -A shows no Ready row for %s/%s in %s", demo.SampleNamespace, w, m)
 			}
 		}
 	}
 	clusters := out.String()[strings.Index(out.String(), "$ kubectl widgethub clusters"):]
 	for _, m := range demo.Members {
-		if !containsMember(clusters, m, "True", "Engaged", "2") {
+		if !hasRow(clusters, map[int]string{0: m, 1: "True", 2: "Engaged", 4: "2"}) {
 			t.Errorf("clusters shows %s not Ready and Engaged with 2 Widgets", m)
 		}
 	}
@@ -46,24 +46,15 @@ func TestDemoReachesReadyWidgets(t *testing.T) {
 	}
 }
 
-// containsRow reports whether a line of table starts with cluster, namespace
-// and name and has a READY cell equal to ready.
-func containsRow(table, cluster, namespace, name, ready string) bool {
+// hasRow reports whether a line of table has the cells want, by column index.
+func hasRow(table string, want map[int]string) bool {
 	for line := range strings.Lines(table) {
 		f := strings.Fields(line)
-		if len(f) >= 7 && f[0] == cluster && f[1] == namespace && f[2] == name && f[5] == ready {
-			return true
+		match := len(f) >= 7
+		for i, cell := range want {
+			match = match && i < len(f) && f[i] == cell
 		}
-	}
-	return false
-}
-
-// containsMember reports whether a line of the clusters table shows name with
-// the given READY, REASON and WIDGETS cells.
-func containsMember(table, name, ready, reason, widgets string) bool {
-	for line := range strings.Lines(table) {
-		f := strings.Fields(line)
-		if len(f) >= 7 && f[0] == name && f[1] == ready && f[2] == reason && f[4] == widgets {
+		if match {
 			return true
 		}
 	}

@@ -69,7 +69,8 @@ func (g *globals) clusters(ctx context.Context) error {
 			if mc.Status.KubernetesVersion != "" {
 				version = mc.Status.KubernetesVersion
 			}
-			if mc.Status.LastProbeTime != nil {
+			// A negative count means the hub could not count them.
+			if mc.Status.LastProbeTime != nil && mc.Status.Widgets >= 0 {
 				widgets = strconv.Itoa(int(mc.Status.Widgets))
 			}
 		}
