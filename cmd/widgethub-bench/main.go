@@ -88,6 +88,7 @@ func main() {
 		convergeWidgets = flag.Int("converge-widgets", 0, "Widgets per member of the cold-start convergence (default 1000, quick 200)")
 		idleMembers     = flag.Int("idle-members", 0, "idle members of the memory measurement (default 20, quick 6)")
 		idleServers     = flag.Int("idle-servers", 0, "API servers the idle members' registrations point at (default 4, quick 2)")
+		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process to this directory")
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
 	)
 	opts := operator.DefaultOptions()
@@ -97,7 +98,7 @@ func main() {
 	flag.Parse()
 
 	if *managerImpl != "" {
-		if err := runManager(*managerImpl, *hubKubeconfig, opts); err != nil {
+		if err := runManager(*managerImpl, *hubKubeconfig, *cpuProfile, opts); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -118,6 +119,7 @@ func main() {
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
 		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
 		fmt.Sprintf("-max-concurrent-reconciles=%d", opts.MaxConcurrentReconciles),
+		"-cpuprofile=" + *cpuProfile,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

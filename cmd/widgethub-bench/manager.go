@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -51,8 +52,18 @@ const (
 // Closing stdin stops the manager.
 
 // runManager runs the manager impl against the hub of kubeconfigPath.
-func runManager(impl, kubeconfigPath string, opts operator.Options) error {
+func runManager(impl, kubeconfigPath, cpuProfileDir string, opts operator.Options) error {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	if cpuProfileDir != "" {
+		f, err := os.CreateTemp(cpuProfileDir, impl+"-*.pprof")
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 	if err != nil {
 		return fmt.Errorf("hub kubeconfig: %w", err)

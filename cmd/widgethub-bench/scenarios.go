@@ -199,7 +199,8 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 
 	drain := res.DrainTime()
 	widgetRate := float64(res.Reconciled) / drain.Seconds()
-	writeRate := float64(res.Writes) / drain.Seconds()
+	writeRate := float64(res.Writes.Controller) / drain.Seconds()
+	allRate := float64(res.Writes.All) / drain.Seconds()
 	if res.Drained.IsZero() {
 		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", bench.FormatDuration(drain), res.Reconciled, b.FloodWidgets, widgetRate), false)
 	} else {
@@ -208,10 +209,11 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	ceiling8 := b.ceiling[len(b.ceiling)-1]
 	throughput := fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", writeRate, 100*writeRate/ceiling8)
 	if !res.Drained.IsZero() && res.Created.Before(res.End) {
-		after := float64(res.WritesAfterCreated) / res.End.Sub(res.Created).Seconds()
+		after := float64(res.WritesAfterCreated.Controller) / res.End.Sub(res.Created).Seconds()
 		throughput += fmt.Sprintf("; %.0f (%.0f%%) once created", after, 100*after/ceiling8)
 	}
 	b.table.set(rowThroughput, impl, throughput, impl == widgethub && writeRate >= ceiling8/2)
+	b.table.set(rowServerWrites, impl, fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", allRate, 100*allRate/ceiling8), false)
 	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, bench.FormatDuration(drain), writeRate)
 	return nil
 }

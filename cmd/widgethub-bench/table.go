@@ -14,6 +14,7 @@ const (
 	rowFairness
 	rowDrain
 	rowThroughput
+	rowServerWrites
 	rowCeiling
 	rowMemoryPerMember
 	rowMemoryTotal
@@ -49,6 +50,7 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowFairness:        fmt.Sprintf("quiet member change latency p50 / p99 during a %d-Widget flood of another member", b.FloodWidgets),
 		rowDrain:           fmt.Sprintf("flood: %d new Widgets created by %d writers until all reconciled", b.FloodWidgets, b.Writers),
 		rowThroughput:      "flood throughput, controller writes/s (Deployments + Widget status)",
+		rowServerWrites:    "flooded API server, all writes/s (Widget creates, Deployments, status, Events)",
 		rowCeiling:         "API server ceiling: merge-patches/s, 1 writer / 8 writers (no manager running)",
 		rowMemoryPerMember: fmt.Sprintf("hub heap per idle member (%d members x %d Widgets; %d API servers)", b.IdleMembers, b.IdleWidgets, b.IdleServers),
 		rowMemoryTotal:     fmt.Sprintf("hub memory with %d idle members", b.IdleMembers),

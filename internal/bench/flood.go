@@ -54,7 +54,7 @@ type FloodResult struct {
 	Reconciled int
 	// Writes are the controller's writes to the flooded member from Start
 	// to End, and from Created to End, when Flood.Writes is set.
-	Writes, WritesAfterCreated int64
+	Writes, WritesAfterCreated Writes
 	// Changes are the quiet member's changes.
 	Changes []Change
 }
@@ -99,7 +99,7 @@ func (r *FloodResult) DrainTime() time.Duration { return r.End.Sub(r.Start) }
 // reconciled or the window closes, then waits, within the window, for the
 // changes to be reconciled.
 func (f Flood) Run(ctx context.Context) (*FloodResult, error) {
-	var writesAtStart, writesAtCreated int64
+	var writesAtStart, writesAtCreated Writes
 	if err := f.countWrites(ctx, &writesAtStart); err != nil {
 		return nil, err
 	}
@@ -125,14 +125,14 @@ func (f Flood) Run(ctx context.Context) (*FloodResult, error) {
 
 	drainedAt, drainErr := f.FloodTracker.WaitReconciled(windowCtx, f.FloodNamespace, f.Widgets)
 	close(drained)
-	var writesAtEnd int64
+	var writesAtEnd Writes
 	if err := f.countWrites(ctx, &writesAtEnd); err != nil {
 		return nil, err
 	}
 	if err := <-created; err != nil && ctx.Err() == nil && windowCtx.Err() == nil {
 		return nil, fmt.Errorf("flood: %w", err)
 	}
-	res.Writes, res.WritesAfterCreated = writesAtEnd-writesAtStart, writesAtEnd-writesAtCreated
+	res.Writes, res.WritesAfterCreated = writesAtEnd.Sub(writesAtStart), writesAtEnd.Sub(writesAtCreated)
 	if err := <-changes; err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (f Flood) Run(ctx context.Context) (*FloodResult, error) {
 }
 
 // countWrites stores the count of writes in n when f.Writes is set.
-func (f Flood) countWrites(ctx context.Context, n *int64) error {
+func (f Flood) countWrites(ctx context.Context, n *Writes) error {
 	if f.Writes == nil {
 		return nil
 	}

@@ -13,10 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// WriteCounter reads an API server's count of the writes a Widget
-// controller makes: Deployments and Widget status. Widgets themselves are
-// written by users (and by the benchmark), so they are not counted; nor are
-// Events, which are best effort.
+// WriteCounter reads an API server's count of writes from its own metrics.
 type WriteCounter struct {
 	rest rest.Interface
 }
@@ -33,20 +30,34 @@ func NewWriteCounter(cfg *rest.Config) (*WriteCounter, error) {
 
 var labelPair = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
-// Count returns the writes so far.
-func (w *WriteCounter) Count(ctx context.Context) (int64, error) {
-	raw, err := w.rest.Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("read API server metrics: %w", err)
-	}
-	return countControllerWrites(raw)
+// Writes are counts of write requests an API server served.
+type Writes struct {
+	// Controller counts the writes a Widget controller makes: Deployments and
+	// Widget status. Widgets themselves are written by users (and by the
+	// benchmark), so they are not counted; nor are Events, which are best effort.
+	Controller int64
+	// All counts every write, whoever made it.
+	All int64
 }
 
-// countControllerWrites sums apiserver_request_total over the write verbs on
-// Deployments and on the status of Widgets.
-func countControllerWrites(metrics []byte) (int64, error) {
+// Sub is w minus v.
+func (w Writes) Sub(v Writes) Writes {
+	return Writes{Controller: w.Controller - v.Controller, All: w.All - v.All}
+}
+
+// Count returns the writes so far.
+func (w *WriteCounter) Count(ctx context.Context) (Writes, error) {
+	raw, err := w.rest.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return Writes{}, fmt.Errorf("read API server metrics: %w", err)
+	}
+	return countWrites(raw)
+}
+
+// countWrites sums apiserver_request_total over the write verbs.
+func countWrites(metrics []byte) (Writes, error) {
 	const name = "apiserver_request_total{"
-	var total int64
+	var total Writes
 	sc := bufio.NewScanner(bytes.NewReader(metrics))
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -67,16 +78,16 @@ func countControllerWrites(metrics []byte) (int64, error) {
 		default:
 			continue
 		}
-		deployments := labels["group"] == "apps" && labels["resource"] == "deployments" && labels["subresource"] == ""
-		widgetStatus := labels["resource"] == "widgets" && labels["subresource"] == "status"
-		if !deployments && !widgetStatus {
-			continue
-		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
 		if err != nil {
-			return 0, fmt.Errorf("parse %q: %w", line, err)
+			return Writes{}, fmt.Errorf("parse %q: %w", line, err)
 		}
-		total += int64(v)
+		total.All += int64(v)
+		deployments := labels["group"] == "apps" && labels["resource"] == "deployments" && labels["subresource"] == ""
+		widgetStatus := labels["resource"] == "widgets" && labels["subresource"] == "status"
+		if deployments || widgetStatus {
+			total.Controller += int64(v)
+		}
 	}
 	return total, sc.Err()
 }
