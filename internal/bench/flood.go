@@ -63,8 +63,8 @@ type FloodResult struct {
 type Change struct {
 	Key        types.NamespacedName
 	Generation int64
-	// At is when the patch was sent.
-	At time.Time
+	// At is when the patch was sent, Patched when its response arrived.
+	At, Patched time.Time
 	// Reconciled is when the change was seen reconciled; zero when it was
 	// not by the end of the window.
 	Reconciled time.Time
@@ -194,6 +194,6 @@ func (f Flood) change(ctx context.Context, drained <-chan struct{}, res *FloodRe
 			}
 			return fmt.Errorf("change quiet widget: %w", err)
 		}
-		res.Changes = append(res.Changes, Change{Key: key, Generation: gen, At: at})
+		res.Changes = append(res.Changes, Change{Key: key, Generation: gen, At: at, Patched: time.Now()})
 	}
 }
