@@ -15,7 +15,7 @@ import (
 
 const (
 	floodWidgets = 600
-	quietWidgets = 10
+	quietWidgets = 30
 )
 
 // TestQuietMemberIsServedDuringAFlood floods one member with new Widgets and
@@ -106,10 +106,11 @@ func TestQuietMemberIsServedDuringAFlood(t *testing.T) {
 	p99, _ := bench.Percentile(lat, 99)
 	t.Logf("quiet change latency p50 %s, p99 %s, max %s; %d of %d reconciled while the flood had a backlog",
 		p50, p99, bench.FormatDuration(slowest), duringBacklog, len(res.Changes))
-	// A first-in first-out queue makes the slowest change wait about half
-	// the drain time, and the median a tenth of it.
-	if slowest > drain/5 {
-		t.Errorf("the slowest quiet change took %s, more than a fifth of the flood's drain time %s: the quiet member waited behind the flood",
+	// A first-in first-out queue makes the slowest change wait for the
+	// backlog left when the last Widget of the flood is created, about half
+	// the drain time or more, and the median a tenth of it.
+	if slowest > drain/3 {
+		t.Errorf("the slowest quiet change took %s, more than a third of the flood's drain time %s: the quiet member waited behind the flood",
 			bench.FormatDuration(slowest), bench.FormatDuration(drain))
 	}
 	if p50.Value > drain/20 {
