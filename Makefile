@@ -14,6 +14,8 @@ ASSETS = $(shell hack/control-plane.sh)
 TEST_FLAGS ?= -race -timeout 20m
 GOOS ?= linux
 GOARCH ?= $(shell $(GO) env GOARCH)
+# Flags of cmd/widgethub-bench, e.g. BENCH_FLAGS="-flood 2000 -member-qps 500".
+BENCH_FLAGS ?=
 
 ##@ General
 
@@ -59,6 +61,17 @@ control-plane: ## Build kube-apiserver and etcd from source into the cache (once
 .PHONY: test
 test: lint verify ## Run all tests against real API servers built from source.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test $(TEST_FLAGS) ./...
+
+##@ Performance
+
+.PHONY: bench
+bench: ## Measure widgethub against multicluster-runtime's kubeconfig provider and print one table (BENCH_FLAGS).
+	$(GO) build -o $(BIN)/widgethub-bench ./cmd/widgethub-bench
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(BIN)/widgethub-bench $(BENCH_FLAGS)
+
+.PHONY: bench-quick
+bench-quick: ## The benchmark at small sizes (about 3 minutes), as CI runs it.
+	$(MAKE) bench BENCH_FLAGS="-quick $(BENCH_FLAGS)"
 
 ##@ Build
 

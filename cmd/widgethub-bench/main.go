@@ -1,0 +1,302 @@
+// Command widgethub-bench measures widgethub's hub manager against
+// multicluster-runtime's kubeconfig provider (the peer) on local API servers
+// and prints one table. `make bench` runs it; `make bench-quick` runs the
+// small sizes CI uses.
+//
+// Each row is measured in the same run for both managers, one after the
+// other, each in a fresh manager process on the same API servers. A Widget
+// counts as reconciled when a watch of its member sees its
+// status.observedGeneration reach its generation.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/widgethub/widgethub/internal/bench"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/operator"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// sizes are the measurement's sizes; -quick scales them down.
+type sizes struct {
+	EngageWidgets, EngageRounds           int
+	FloodWidgets, QuietWidgets            int
+	ChangeEvery                           time.Duration
+	Writers                               int
+	CeilingFor                            time.Duration
+	IdleMembers, IdleServers, IdleWidgets int
+	ConvergeMembers, ConvergeWidgets      int
+	// Window bounds every widgethub measurement (exceeding it fails the run);
+	// PeerWindow bounds the peer's flood and convergence, which it does not
+	// finish in useful time with client-go's default 5 QPS.
+	Window, PeerWindow time.Duration
+	Settle             time.Duration
+}
+
+func fullSizes() sizes {
+	return sizes{
+		EngageWidgets: 100, EngageRounds: 3,
+		FloodWidgets: 5000, QuietWidgets: 20, ChangeEvery: 100 * time.Millisecond,
+		Writers:     8,
+		CeilingFor:  5 * time.Second,
+		IdleMembers: 20, IdleServers: 4, IdleWidgets: 100,
+		ConvergeMembers: 10, ConvergeWidgets: 1000,
+		Window: 10 * time.Minute, PeerWindow: 90 * time.Second,
+		Settle: 5 * time.Second,
+	}
+}
+
+func quickSizes() sizes {
+	return sizes{
+		EngageWidgets: 100, EngageRounds: 1,
+		FloodWidgets: 1000, QuietWidgets: 10, ChangeEvery: 100 * time.Millisecond,
+		Writers:     8,
+		CeilingFor:  2 * time.Second,
+		IdleMembers: 6, IdleServers: 2, IdleWidgets: 100,
+		ConvergeMembers: 3, ConvergeWidgets: 200,
+		Window: 5 * time.Minute, PeerWindow: 15 * time.Second,
+		Settle: 2 * time.Second,
+	}
+}
+
+var scenarios = []string{"engage", "fairness", "memory", "converge"}
+
+func main() {
+	var (
+		managerImpl     = flag.String("manager", "", "internal: run this manager (widgethub or peer) as a subprocess of the benchmark")
+		hubKubeconfig   = flag.String("hub-kubeconfig", "", "internal: the hub of -manager")
+		quick           = flag.Bool("quick", false, "small sizes, for CI (about 3 minutes)")
+		only            = flag.String("only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
+		managers        = flag.String("managers", widgethub+","+peer, "comma-separated managers to measure")
+		floodWidgets    = flag.Int("flood", 0, "Widgets of the flood (default 5000, quick 1000)")
+		convergeMembers = flag.Int("converge-members", 0, "members of the cold-start convergence (default 10, quick 3)")
+		convergeWidgets = flag.Int("converge-widgets", 0, "Widgets per member of the cold-start convergence (default 1000, quick 200)")
+		idleMembers     = flag.Int("idle-members", 0, "idle members of the memory measurement (default 20, quick 6)")
+		idleServers     = flag.Int("idle-servers", 0, "API servers the idle members' registrations point at (default 4, quick 2)")
+		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process to this directory")
+		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
+	)
+	opts := operator.DefaultOptions()
+	flag.Float64Var(&opts.MemberQPS, "member-qps", opts.MemberQPS, "widgethub's --member-qps")
+	flag.IntVar(&opts.MemberBurst, "member-burst", opts.MemberBurst, "widgethub's --member-burst")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "widgethub's --max-concurrent-reconciles")
+	flag.Parse()
+
+	if *managerImpl != "" {
+		if err := runManager(*managerImpl, *hubKubeconfig, *cpuProfile, opts); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+
+	s := fullSizes()
+	if *quick {
+		s = quickSizes()
+	}
+	setIf(&s.FloodWidgets, *floodWidgets)
+	setIf(&s.ConvergeMembers, *convergeMembers)
+	setIf(&s.ConvergeWidgets, *convergeWidgets)
+	setIf(&s.IdleMembers, *idleMembers)
+	setIf(&s.IdleServers, *idleServers)
+	setIf(&s.PeerWindow, *peerWindow)
+	managerArgs := []string{
+		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
+		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
+		fmt.Sprintf("-max-concurrent-reconciles=%d", opts.MaxConcurrentReconciles),
+		"-cpuprofile=" + *cpuProfile,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts}
+	err := b.run(ctx, strings.Split(*only, ","))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func setIf[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
+}
+
+// benchmark is one run: a fleet of API servers, the managers to compare and the table.
+type benchmark struct {
+	sizes
+	impls       []string
+	managerArgs []string
+	opts        operator.Options
+
+	fleet         *fleet.Fleet
+	hub           client.Client
+	members       []member
+	hubKubeconfig string
+	logDir        string
+	table         table
+	// ceiling is the API server's merge-patches/s with 1 and with Writers writers.
+	ceiling []float64
+}
+
+// member is one API server of the fleet with a direct, unthrottled client.
+type member struct {
+	*fleet.ControlPlane
+	client client.Client
+}
+
+func (b *benchmark) run(ctx context.Context, only []string) error {
+	n := 2
+	if slices.Contains(only, "memory") {
+		n = max(n, b.IdleServers)
+	}
+	if slices.Contains(only, "converge") {
+		n = max(n, b.ConvergeMembers)
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("m%02d", i+1)
+	}
+	var err error
+	if b.logDir, err = os.MkdirTemp("", "widgethub-bench-"); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(b.logDir, "bench.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logFile.Close() }()
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	start := time.Now()
+	logf("starting a hub and %d member API servers", n)
+	b.fleet, err = fleet.Start(fleet.Options{Members: names, Scheme: operator.NewScheme()})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.fleet.Stop(); err != nil {
+			logf("stop fleet: %v", err)
+		}
+	}()
+	logf("fleet up in %s", bench.FormatDuration(time.Since(start)))
+	if b.hub, err = bench.NewClient(b.fleet.Hub.Config, operator.NewScheme()); err != nil {
+		return err
+	}
+	for _, cp := range b.fleet.Members {
+		c, err := bench.NewClient(cp.Config, operator.NewScheme())
+		if err != nil {
+			return err
+		}
+		b.members = append(b.members, member{ControlPlane: cp, client: c})
+	}
+	if err := bench.EnsureNamespace(ctx, b.hub, b.opts.RegistrationNamespace); err != nil {
+		return err
+	}
+	b.hubKubeconfig = filepath.Join(b.logDir, "hub.kubeconfig")
+	if err := os.WriteFile(b.hubKubeconfig, b.fleet.Hub.Kubeconfig, 0o600); err != nil {
+		return err
+	}
+	b.table.init(b.impls)
+
+	for _, name := range only {
+		var err error
+		switch name {
+		case "engage":
+			err = b.engage(ctx)
+		case "fairness":
+			err = b.fairness(ctx)
+		case "memory":
+			err = b.memory(ctx)
+		case "converge":
+			err = b.converge(ctx)
+		default:
+			err = fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarios, ", "))
+		}
+		if err != nil {
+			b.print(os.Stdout, start)
+			return fmt.Errorf("%s: %w (manager logs in %s)", name, err, b.logDir)
+		}
+	}
+	b.print(os.Stdout, start)
+	return nil
+}
+
+// startManager starts impl's manager process for scenario.
+func (b *benchmark) startManager(impl, scenario string) (*managerProcess, error) {
+	args := append([]string{"-hub-kubeconfig", b.hubKubeconfig}, b.managerArgs...)
+	return startManager(impl, filepath.Join(b.logDir, scenario+"-"+impl+".log"), args)
+}
+
+// window is how long impl may take in a bounded measurement.
+func (b *benchmark) window(impl string) time.Duration {
+	if impl == peer {
+		return b.PeerWindow
+	}
+	return b.Window
+}
+
+func (b *benchmark) register(ctx context.Context, name string, kubeconfigData []byte) error {
+	return b.hub.Create(ctx, kubeconfig.NewSecret(b.opts.RegistrationNamespace, name, kubeconfigData))
+}
+
+// unregisterAll deletes every registration Secret.
+func (b *benchmark) unregisterAll(ctx context.Context) error {
+	return b.hub.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(b.opts.RegistrationNamespace),
+		client.MatchingLabels{kubeconfig.SecretLabel: "true"})
+}
+
+// waitEngaged waits until p has engaged every one of names.
+func waitEngaged(ctx context.Context, p *managerProcess, names []string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		n, err := p.engaged(ctx, names)
+		if err != nil {
+			return err
+		}
+		if n == len(names) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s engaged %d of %d members within %s", p.impl, n, len(names), within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// loadAverage is the first line of uptime's numbers.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mckubeconfig "sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/operator"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/reconcilers/widget"
+)
+
+// The two hub managers the benchmark compares.
+const (
+	widgethub = "widgethub"
+	peer      = "peer"
+)
+
+// Each manager runs in a process of its own, this program started with
+// -manager: a fresh manager per phase, controller names that cannot collide,
+// and a heap that holds the manager only. The parent talks to it over stdin
+// and stdout, one line each way:
+//
+//	ready             (sent once the hub's Secret informer has synced)
+//	heap              -> heap <HeapInuse bytes>   (after two GCs)
+//	engaged NAME...   -> engaged <how many of NAMEs the manager can get>
+//
+// Closing stdin stops the manager.
+
+// runManager runs the manager impl against the hub of kubeconfigPath.
+func runManager(impl, kubeconfigPath, cpuProfileDir string, opts operator.Options) error {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	if cpuProfileDir != "" {
+		f, err := os.CreateTemp(cpuProfileDir, impl+"-*.pprof")
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("hub kubeconfig: %w", err)
+	}
+	var mgr mcmanager.Manager
+	switch impl {
+	case widgethub:
+		opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+		mgr, err = operator.New(cfg, opts)
+	case peer:
+		mgr, err = newPeer(cfg, opts.RegistrationNamespace)
+	default:
+		err = fmt.Errorf("unknown manager %q", impl)
+	}
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	if _, err := mgr.GetLocalManager().GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+		return fmt.Errorf("hub Secret informer: %w", err)
+	}
+	fmt.Println("ready")
+
+	lines := bufio.NewScanner(os.Stdin)
+	for lines.Scan() {
+		fields := strings.Fields(lines.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		switch fields[0] {
+		case "heap":
+			runtime.GC()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Println("heap", ms.HeapInuse)
+		case "engaged":
+			n := 0
+			for _, name := range fields[1:] {
+				if _, err := mgr.GetCluster(ctx, multicluster.ClusterName(name)); err == nil {
+					n++
+				}
+			}
+			fmt.Println("engaged", n)
+		default:
+			fmt.Println("error unknown command", fields[0])
+		}
+	}
+	cancel()
+	return <-done
+}
+
+// newPeer is multicluster-runtime's kubeconfig provider, reading widgethub's
+// registration Secrets, with its default queue and client settings, driving
+// widgethub's Widget reconciler through multicluster-runtime's builder.
+func newPeer(cfg *rest.Config, namespace string) (mcmanager.Manager, error) {
+	scheme := operator.NewScheme()
+	provider := mckubeconfig.New(mckubeconfig.Options{
+		Namespace:             namespace,
+		KubeconfigSecretLabel: kubeconfig.SecretLabel,
+		KubeconfigSecretKey:   kubeconfig.SecretKey,
+		ClusterOptions:        []cluster.Option{func(o *cluster.Options) { o.Scheme = scheme }},
+	})
+	mgr, err := mcmanager.New(cfg, provider, manager.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("peer manager: %w", err)
+	}
+	if err := provider.SetupWithManager(context.Background(), mgr); err != nil {
+		return nil, fmt.Errorf("peer provider: %w", err)
+	}
+	err = mcbuilder.ControllerManagedBy(mgr).
+		For(&v1alpha1.Widget{}).
+		Owns(&appsv1.Deployment{}).
+		Complete(&widget.Reconciler{Clusters: mgr})
+	if err != nil {
+		return nil, fmt.Errorf("peer widget controller: %w", err)
+	}
+	return mgr, nil
+}
+
+// managerProcess is a running manager subprocess.
+type managerProcess struct {
+	impl    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   chan string
+	exited  chan struct{}
+	waitErr error
+}
+
+// startManager starts impl as a subprocess of this program; its log goes to logPath.
+func startManager(impl, logPath string, args []string) (*managerProcess, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, append([]string{"-manager", impl}, args...)...)
+	cmd.Stderr = logFile
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s manager: %w", impl, err)
+	}
+	p := &managerProcess{impl: impl, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		p.waitErr = cmd.Wait()
+		_ = logFile.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// next returns the next line of the manager.
+func (p *managerProcess) next(ctx context.Context) (string, error) {
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			<-p.exited
+			return "", fmt.Errorf("%s manager exited: %v (see its log)", p.impl, p.waitErr)
+		}
+		return line, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("%s manager did not answer: %w", p.impl, ctx.Err())
+	}
+}
+
+// waitReady waits until the manager's hub cache has synced.
+func (p *managerProcess) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	line, err := p.next(ctx)
+	if err != nil {
+		return err
+	}
+	if line != "ready" {
+		return fmt.Errorf("%s manager: unexpected %q", p.impl, line)
+	}
+	return nil
+}
+
+func (p *managerProcess) ask(ctx context.Context, question, answer string) (int64, error) {
+	if _, err := fmt.Fprintln(p.stdin, question); err != nil {
+		return 0, fmt.Errorf("ask %s manager: %w", p.impl, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	line, err := p.next(ctx)
+	if err != nil {
+		return 0, err
+	}
+	value, ok := strings.CutPrefix(line, answer+" ")
+	if !ok {
+		return 0, fmt.Errorf("%s manager answered %q to %q", p.impl, line, question)
+	}
+	return strconv.ParseInt(value, 10, 64)
+}
+
+// heapInUse is the manager's Go heap in use after garbage collection.
+func (p *managerProcess) heapInUse(ctx context.Context) (int64, error) {
+	return p.ask(ctx, "heap", "heap")
+}
+
+// engaged is how many of names the manager has engaged.
+func (p *managerProcess) engaged(ctx context.Context, names []string) (int, error) {
+	n, err := p.ask(ctx, "engaged "+strings.Join(names, " "), "engaged")
+	return int(n), err
+}
+
+// rss is the manager process's resident set size in bytes.
+func (p *managerProcess) rss() (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// stop stops the manager and waits for it to exit, killing it after a minute.
+func (p *managerProcess) stop() error {
+	_ = p.stdin.Close()
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("%s manager did not stop within a minute; killed", p.impl)
+	}
+	if p.waitErr != nil {
+		return fmt.Errorf("%s manager: %w", p.impl, p.waitErr)
+	}
+	return nil
+}

@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/widgethub/widgethub/internal/bench"
+	"github.com/widgethub/widgethub/internal/operator"
+)
+
+// engage measures the time from a registration Secret's creation to the first
+// reconciled Widget of a member that holds EngageWidgets Widgets, with the
+// manager already running; the median of EngageRounds rounds, each a new
+// registration of freshly created Widgets.
+func (b *benchmark) engage(ctx context.Context) error {
+	const ns = "engage"
+	m := b.members[0]
+	for _, impl := range b.impls {
+		p, err := b.startManager(impl, "engage")
+		if err != nil {
+			return err
+		}
+		var samples []bench.Sample
+		err = func() error {
+			if err := p.waitReady(ctx); err != nil {
+				return err
+			}
+			for round := range b.EngageRounds {
+				s, err := b.engageOnce(ctx, p, m, ns, fmt.Sprintf("engage-%d", round))
+				if err != nil {
+					return err
+				}
+				samples = append(samples, s)
+			}
+			return nil
+		}()
+		if stopErr := p.stop(); err == nil {
+			err = stopErr
+		}
+		if err != nil {
+			return err
+		}
+		median, _ := bench.Percentile(samples, 50)
+		logf("engage latency, %s: %s", impl, median)
+		b.table.set(rowEngage, impl, median.String(), impl == widgethub && !median.AtLeast && median.Value < 500*time.Millisecond)
+		if err := b.unregisterAll(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member, ns, name string) (bench.Sample, error) {
+	defer func() {
+		if err := bench.DeleteWidgets(ctx, m.client, ns); err != nil {
+			logf("clean up %s: %v", ns, err)
+		}
+	}()
+	if err := bench.CreateWidgets(ctx, m.client, ns, "engage", b.EngageWidgets, b.Writers); err != nil {
+		return bench.Sample{}, err
+	}
+	tracker, err := bench.NewTracker(ctx, m.Config, operator.NewScheme(), ns)
+	if err != nil {
+		return bench.Sample{}, err
+	}
+	defer tracker.Stop()
+	if n := tracker.Reconciled(ns); n != 0 {
+		return bench.Sample{}, fmt.Errorf("%d Widgets reconciled before their member was registered", n)
+	}
+	window := b.window(p.impl)
+	wctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	start := time.Now()
+	if err := b.register(ctx, name, m.Kubeconfig); err != nil {
+		return bench.Sample{}, err
+	}
+	at, err := tracker.WaitReconciled(wctx, ns, 1)
+	sample := bench.Sample{Value: at.Sub(start)}
+	if err != nil {
+		if ctx.Err() != nil || p.impl == widgethub {
+			return bench.Sample{}, err
+		}
+		sample = bench.Sample{Value: window, Unfinished: true}
+	}
+	if err := b.unregisterAll(ctx); err != nil {
+		return bench.Sample{}, err
+	}
+	// Wait for the member to be disengaged before its Widgets go.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := p.engaged(ctx, []string{name})
+		if err != nil {
+			return bench.Sample{}, err
+		}
+		if n == 0 {
+			return sample, nil
+		}
+		if time.Now().After(deadline) {
+			return bench.Sample{}, fmt.Errorf("%s did not disengage %s within a minute", p.impl, name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// fairness floods one member while single Widgets of a quiet member change,
+// and measures the API server's own write ceiling on the flooded member first.
+func (b *benchmark) fairness(ctx context.Context) error {
+	flooded, quiet := b.members[0], b.members[1]
+	for _, writers := range []int{1, b.Writers} {
+		rate, err := bench.PatchCeiling(ctx, flooded.client, "ceiling", writers, b.CeilingFor)
+		if err != nil {
+			return err
+		}
+		b.ceiling = append(b.ceiling, rate)
+		logf("API server ceiling, %d writers: %.0f patches/s", writers, rate)
+	}
+	if err := bench.DeleteWidgets(ctx, flooded.client, "ceiling"); err != nil {
+		return err
+	}
+	for _, impl := range b.impls {
+		if err := b.fairnessOf(ctx, impl, flooded, quiet); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet member) (err error) {
+	const floodNS, quietNS = "flood", "quiet"
+	defer func() {
+		err = errors.Join(err, b.unregisterAll(ctx),
+			bench.DeleteWidgets(ctx, flooded.client, floodNS), bench.DeleteWidgets(ctx, quiet.client, quietNS))
+	}()
+	if err := bench.CreateWidgets(ctx, quiet.client, quietNS, bench.QuietPrefix, b.QuietWidgets, b.Writers); err != nil {
+		return err
+	}
+	scheme := operator.NewScheme()
+	floodTracker, err := bench.NewTracker(ctx, flooded.Config, scheme, floodNS)
+	if err != nil {
+		return err
+	}
+	defer floodTracker.Stop()
+	quietTracker, err := bench.NewTracker(ctx, quiet.Config, scheme, quietNS)
+	if err != nil {
+		return err
+	}
+	defer quietTracker.Stop()
+	writes, err := bench.NewWriteCounter(flooded.Config)
+	if err != nil {
+		return err
+	}
+
+	p, err := b.startManager(impl, "fairness")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, p.stop()) }()
+	if err := p.waitReady(ctx); err != nil {
+		return err
+	}
+	names := []string{"flooded", "quiet"}
+	for i, m := range []member{flooded, quiet} {
+		if err := b.register(ctx, names[i], m.Kubeconfig); err != nil {
+			return err
+		}
+	}
+	if err := waitEngaged(ctx, p, names, 2*time.Minute); err != nil {
+		return err
+	}
+	engaged, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := quietTracker.WaitReconciled(engaged, quietNS, b.QuietWidgets); err != nil {
+		return err
+	}
+
+	res, err := bench.Flood{
+		Flooded: flooded.client, Quiet: quiet.client,
+		FloodTracker: floodTracker, QuietTracker: quietTracker,
+		FloodNamespace: floodNS, Widgets: b.FloodWidgets, Writers: b.Writers,
+		QuietNamespace: quietNS, QuietWidgets: b.QuietWidgets, ChangeEvery: b.ChangeEvery,
+		Window: b.window(impl), Writes: writes,
+	}.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Drained.IsZero() && impl == widgethub {
+		return fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.Reconciled, b.FloodWidgets, b.window(impl))
+	}
+
+	var patchCalls []bench.Sample
+	for _, c := range res.Changes {
+		patchCalls = append(patchCalls, bench.Sample{Value: c.Patched.Sub(c.At)})
+	}
+	pp50, _ := bench.Percentile(patchCalls, 50)
+	pp99, _ := bench.Percentile(patchCalls, 99)
+	lat := res.Latencies(res.Start.Add(b.window(impl)))
+	p50, _ := bench.Percentile(lat, 50)
+	p99, _ := bench.Percentile(lat, 99)
+	b.table.set(rowFairness, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
+		impl == widgethub && !p99.AtLeast && p99.Value < 100*time.Millisecond)
+
+	drain := res.DrainTime()
+	widgetRate := float64(res.Reconciled) / drain.Seconds()
+	writeRate := float64(res.Writes.Controller) / drain.Seconds()
+	allRate := float64(res.Writes.All) / drain.Seconds()
+	if res.Drained.IsZero() {
+		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", bench.FormatDuration(drain), res.Reconciled, b.FloodWidgets, widgetRate), false)
+	} else {
+		b.table.set(rowDrain, impl, fmt.Sprintf("%s (%.0f Widgets/s)", bench.FormatDuration(drain), widgetRate), false)
+	}
+	ceiling8 := b.ceiling[len(b.ceiling)-1]
+	throughput := fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", writeRate, 100*writeRate/ceiling8)
+	if !res.Drained.IsZero() && res.Created.Before(res.End) {
+		after := float64(res.WritesAfterCreated.Controller) / res.End.Sub(res.Created).Seconds()
+		throughput += fmt.Sprintf("; %.0f (%.0f%%) once created", after, 100*after/ceiling8)
+	}
+	b.table.set(rowThroughput, impl, throughput, impl == widgethub && writeRate >= ceiling8/2)
+	b.table.set(rowServerWrites, impl, fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", allRate, 100*allRate/ceiling8), false)
+	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, bench.FormatDuration(drain), writeRate)
+	return nil
+}
+
+// memory registers IdleMembers members, each a registration of its own (its
+// own user, so its own client, cache and connections), spread over
+// IdleServers API servers that hold IdleWidgets Widgets each, and reads the
+// manager's heap once they are idle.
+func (b *benchmark) memory(ctx context.Context) error {
+	const ns = "idle"
+	servers := b.members[:b.IdleServers]
+	scheme := operator.NewScheme()
+	var trackers []*bench.Tracker
+	defer func() {
+		for _, t := range trackers {
+			t.Stop()
+		}
+		for _, m := range servers {
+			if err := bench.DeleteWidgets(ctx, m.client, ns); err != nil {
+				logf("clean up: %v", err)
+			}
+		}
+	}()
+	for _, m := range servers {
+		if err := bench.CreateWidgets(ctx, m.client, ns, "idle", b.IdleWidgets, b.Writers); err != nil {
+			return err
+		}
+		t, err := bench.NewTracker(ctx, m.Config, scheme, ns)
+		if err != nil {
+			return err
+		}
+		trackers = append(trackers, t)
+	}
+	names := make([]string, b.IdleMembers)
+	kubeconfigs := make([][]byte, b.IdleMembers)
+	for i := range names {
+		names[i] = fmt.Sprintf("idle-%02d", i)
+		user, err := servers[i%len(servers)].Env.AddUser(envtest.User{Name: names[i], Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			return err
+		}
+		if kubeconfigs[i], err = user.KubeConfig(); err != nil {
+			return err
+		}
+	}
+
+	// A warm-up manager reconciles the Widgets first, so that both managers
+	// are measured idle in the same state: nothing to write, no Events kept.
+	if err := b.warmUp(ctx, servers, trackers, ns); err != nil {
+		return err
+	}
+	for _, impl := range b.impls {
+		if err := b.memoryOf(ctx, impl, names, kubeconfigs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmUp runs widgethub until the Widgets of servers are reconciled.
+func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*bench.Tracker, ns string) (err error) {
+	p, err := b.startManager(widgethub, "memory-warm-up")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, p.stop(), b.unregisterAll(ctx)) }()
+	if err := p.waitReady(ctx); err != nil {
+		return err
+	}
+	for i, m := range servers {
+		if err := b.register(ctx, fmt.Sprintf("warm-up-%02d", i), m.Kubeconfig); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, b.Window)
+	defer cancel()
+	for _, t := range trackers {
+		if _, err := t.WaitReconciled(wctx, ns, b.IdleWidgets); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, kubeconfigs [][]byte) (err error) {
+	p, err := b.startManager(impl, "memory")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, p.stop(), b.unregisterAll(ctx)) }()
+	if err := p.waitReady(ctx); err != nil {
+		return err
+	}
+	time.Sleep(b.Settle)
+	heap0, err := p.heapInUse(ctx)
+	if err != nil {
+		return err
+	}
+	for i, name := range names {
+		if err := b.register(ctx, name, kubeconfigs[i]); err != nil {
+			return err
+		}
+	}
+	if err := waitEngaged(ctx, p, names, b.window(impl)); err != nil {
+		return err
+	}
+	time.Sleep(b.Settle)
+	heap1, err := p.heapInUse(ctx)
+	if err != nil {
+		return err
+	}
+	rss, err := p.rss()
+	if err != nil {
+		return err
+	}
+	perMember := float64(heap1-heap0) / float64(len(names))
+	b.table.set(rowMemoryPerMember, impl, mib(perMember), impl == widgethub && 100*perMember < 512<<20)
+	b.table.set(rowMemoryTotal, impl, fmt.Sprintf("%s heap (%s without members), %s RSS", mib(float64(heap1)), mib(float64(heap0)), mib(float64(rss))), false)
+	logf("memory, %s: %s per idle member", impl, mib(perMember))
+	return nil
+}
+
+func mib(bytes float64) string { return fmt.Sprintf("%.2f MiB", bytes/(1<<20)) }
+
+// converge registers ConvergeMembers members holding ConvergeWidgets new
+// Widgets each, then starts the manager and measures until every Widget is
+// reconciled.
+func (b *benchmark) converge(ctx context.Context) error {
+	for _, impl := range b.impls {
+		if err := b.convergeOf(ctx, impl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
+	const ns = "converge"
+	members := b.members[:b.ConvergeMembers]
+	var trackers []*bench.Tracker
+	defer func() {
+		for _, t := range trackers {
+			t.Stop()
+		}
+		err = errors.Join(err, b.unregisterAll(ctx))
+		for _, m := range members {
+			err = errors.Join(err, bench.DeleteWidgets(ctx, m.client, ns))
+		}
+	}()
+	scheme := operator.NewScheme()
+	for i, m := range members {
+		if err := bench.CreateWidgets(ctx, m.client, ns, "converge", b.ConvergeWidgets, b.Writers); err != nil {
+			return err
+		}
+		t, err := bench.NewTracker(ctx, m.Config, scheme, ns)
+		if err != nil {
+			return err
+		}
+		trackers = append(trackers, t)
+		if err := b.register(ctx, fmt.Sprintf("converge-%02d", i), m.Kubeconfig); err != nil {
+			return err
+		}
+	}
+
+	start := time.Now()
+	p, err := b.startManager(impl, "converge")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, p.stop()) }()
+	window := b.window(impl)
+	wctx, cancel := context.WithDeadline(ctx, start.Add(window))
+	defer cancel()
+	var last time.Time
+	for _, t := range trackers {
+		at, err := t.WaitReconciled(wctx, ns, b.ConvergeWidgets)
+		if err != nil {
+			break
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	total := len(members) * b.ConvergeWidgets
+	done := 0
+	for _, t := range trackers {
+		done += t.Reconciled(ns)
+	}
+	if done < total {
+		if impl == widgethub {
+			return fmt.Errorf("widgethub reconciled %d of %d Widgets within %s", done, total, window)
+		}
+		took := time.Since(start)
+		b.table.set(rowConverge, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", bench.FormatDuration(window), done, total, float64(done)/took.Seconds()), false)
+		logf("convergence, %s: %d of %d in %s", impl, done, total, bench.FormatDuration(took))
+		return nil
+	}
+	took := last.Sub(start)
+	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", bench.FormatDuration(took), float64(total)/took.Seconds()), false)
+	logf("convergence, %s: %s", impl, bench.FormatDuration(took))
+	return nil
+}

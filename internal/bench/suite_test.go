@@ -1,0 +1,70 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/operator"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// The suite's fleet: a hub running the real operator, and members flooded and quiet.
+var testFleet *fleet.Fleet
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	f, err := fleet.Start(fleet.Options{Members: []string{"flooded", "quiet"}, Scheme: operator.NewScheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	testFleet = f
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}
+	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	opts := operator.DefaultOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	mgr, err := operator.New(f.Hub.Config, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+
+	code := m.Run()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+			code = 1
+		}
+	case <-time.After(time.Minute):
+		fmt.Fprintln(os.Stderr, "manager did not stop within a minute")
+		code = 1
+	}
+	return code
+}
