@@ -73,6 +73,11 @@ func consistently(t *testing.T, period time.Duration, what string, check func(ct
 }
 
 func poll(timeout time.Duration, check func(ctx context.Context) error) error {
+	return pollEvery(2*time.Second, timeout, check)
+}
+
+// pollEvery calls check every interval until it returns nil or timeout passed.
+func pollEvery(interval, timeout time.Duration, check func(ctx context.Context) error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -84,6 +89,6 @@ func poll(timeout time.Duration, check func(ctx context.Context) error) error {
 		if time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(interval)
 	}
 }

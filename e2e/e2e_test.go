@@ -52,7 +52,6 @@ func setUp(t *testing.T) *fleet {
 	for _, m := range members {
 		names = append(names, m.kind)
 	}
-	reused := e.keep
 	if !e.keep {
 		t.Cleanup(func() { deleteClusters(t, p, dir, names...) })
 	}
@@ -77,8 +76,8 @@ func setUp(t *testing.T) *fleet {
 
 	for _, m := range members {
 		var extra []string
-		if reused {
-			extra = append(extra, "--overwrite") // kept from an earlier run
+		if registered(t, f.hub, m.registration) {
+			extra = append(extra, "--overwrite") // a kept hub from an earlier run
 		}
 		join(t, f.hub, f.members[m.registration], m.registration, extra...)
 	}

@@ -20,20 +20,24 @@ import (
 	kindlog "sigs.k8s.io/kind/pkg/log"
 )
 
-// kindConfig is the configuration of every cluster: one node, the node
-// image's own CNI config (ptp) instead of kindnetd, and kubelet allowed on
-// cgroup v1 hosts. The node image comes from CreateWithNodeImage.
-const kindConfig = `kind: Cluster
+// kindConfig is the configuration of every cluster: one node; kubelet
+// allowed on cgroup v1 hosts; with our node image, its own CNI config (ptp)
+// instead of kindnetd, which is not in it. The node image itself comes from
+// CreateWithNodeImage.
+func kindConfig(nodeImage string) []byte {
+	ownImage := strings.HasPrefix(nodeImage, "widgethub/kind-node:")
+	return fmt.Appendf(nil, `kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 networking:
-  disableDefaultCNI: true
+  disableDefaultCNI: %t
 kubeadmConfigPatches:
   - |
     kind: KubeletConfiguration
     failCgroupV1: false
 nodes:
   - role: control-plane
-`
+`, ownImage)
+}
 
 func newProvider() *cluster.Provider {
 	return cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(stderrLogger{}))
@@ -61,7 +65,7 @@ func ensureCluster(t *testing.T, p *cluster.Provider, name, image string, reuse 
 		logf("creating kind cluster %s from %s", name, image)
 		start := time.Now()
 		err := p.Create(name,
-			cluster.CreateWithRawConfig([]byte(kindConfig)),
+			cluster.CreateWithRawConfig(kindConfig(image)),
 			cluster.CreateWithNodeImage(image),
 			cluster.CreateWithWaitForReady(createTimeout),
 			cluster.CreateWithKubeconfigPath(kindKubeconfig(dir)),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,16 +73,21 @@ func memberRestart(t *testing.T, f *fleet) {
 	start := time.Now()
 	docker(t, "start", node)
 	stopped = false
-	eventually(t, restartTimeout, m1.kind+" API server back", func(ctx context.Context) error {
+	// Change m1's Widget as soon as its API server answers, most likely
+	// before the hub has engaged it again (it probes every 5s and then
+	// starts the member's caches afresh).
+	if err := pollEvery(500*time.Millisecond, restartTimeout, func(ctx context.Context) error {
 		return m1.List(ctx, &v1alpha1.WidgetList{}, client.InNamespace(f.ns))
-	})
-	logf("%s answers %s after docker start", m1.kind, time.Since(start).Round(time.Second))
-	// Changed before the hub has seen the member again (most likely: the
-	// hub probes every 5s and needs a fresh engagement).
-	setReplicas(t, m1, f.ns, widget, 1)
-	if c, err := memberReady(context.Background(), f.hub, "m1"); err == nil {
-		logf("m1 changed while its MemberCluster is Ready=%s/%s", c.Status, c.Reason)
+	}); err != nil {
+		t.Fatalf("%s API server not back within %s: %v", m1.kind, restartTimeout, err)
 	}
+	logf("%s answers %s after docker start", m1.kind, time.Since(start).Round(time.Second))
+	hubView := "unknown"
+	if c, err := memberReady(context.Background(), f.hub, "m1"); err == nil {
+		hubView = string(c.Status) + "/" + c.Reason
+	}
+	setReplicas(t, m1, f.ns, widget, 1)
+	logf("changed m1's Widget while the hub saw m1 as Ready=%s", hubView)
 	waitMember(t, f.hub, "m1", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, restartTimeout)
 	waitWidget(t, m1, f.ns, widget, 1)
 }
@@ -129,6 +135,18 @@ func unjoinStops(t *testing.T, f *fleet) {
 		return nil
 	})
 	logf("m2's Deployment stayed at %d replicas for %s after unjoin", want, quietPeriod)
+}
+
+// registered tells whether the hub has a registration Secret of name.
+func registered(t *testing.T, hub *kube, name string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err := hub.Get(ctx, client.ObjectKey{Namespace: registrationsNS, Name: name}, &corev1.Secret{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("registration Secret %s: %v", name, err)
+	}
+	return err == nil
 }
 
 // registration is the member's registration Secret on the hub.
