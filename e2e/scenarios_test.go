@@ -73,21 +73,21 @@ func memberRestart(t *testing.T, f *fleet) {
 	start := time.Now()
 	docker(t, "start", node)
 	stopped = false
-	// Change m1's Widget as soon as its API server answers, most likely
-	// before the hub has engaged it again (it probes every 5s and then
-	// starts the member's caches afresh).
-	if err := pollEvery(500*time.Millisecond, restartTimeout, func(ctx context.Context) error {
-		return m1.List(ctx, &v1alpha1.WidgetList{}, client.InNamespace(f.ns))
+	// Change m1's Widget as soon as its API server takes the write, before
+	// the hub has engaged m1 again when this side wins the race (the hub
+	// retries with backoff and then starts m1's caches afresh); either way
+	// the change must be reconciled. The log says which side won.
+	hubView := "unknown"
+	if err := pollEvery(250*time.Millisecond, restartTimeout, func(ctx context.Context) error {
+		if c, err := memberReady(ctx, f.hub, "m1"); err == nil {
+			hubView = string(c.Status) + "/" + c.Reason
+		}
+		return patchReplicas(ctx, m1, f.ns, widget, 1)
 	}); err != nil {
 		t.Fatalf("%s API server not back within %s: %v", m1.kind, restartTimeout, err)
 	}
-	logf("%s answers %s after docker start", m1.kind, time.Since(start).Round(time.Second))
-	hubView := "unknown"
-	if c, err := memberReady(context.Background(), f.hub, "m1"); err == nil {
-		hubView = string(c.Status) + "/" + c.Reason
-	}
-	setReplicas(t, m1, f.ns, widget, 1)
-	logf("changed m1's Widget while the hub saw m1 as Ready=%s", hubView)
+	logf("%s took the change %s after docker start; the hub saw m1 as Ready=%s just before",
+		m1.kind, time.Since(start).Round(time.Second), hubView)
 	waitMember(t, f.hub, "m1", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, restartTimeout)
 	waitWidget(t, m1, f.ns, widget, 1)
 }

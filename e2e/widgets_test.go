@@ -41,11 +41,18 @@ func setReplicas(t *testing.T, m *kube, ns, name string, replicas int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := patchReplicas(ctx, m, ns, name, replicas); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func patchReplicas(ctx context.Context, m *kube, ns, name string, replicas int32) error {
 	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas))
 	if err := m.Patch(ctx, w, patch); err != nil {
-		t.Fatalf("set replicas of Widget %s/%s in %s: %v", ns, name, m.kind, err)
+		return fmt.Errorf("set replicas of Widget %s/%s in %s: %w", ns, name, m.kind, err)
 	}
+	return nil
 }
 
 // waitWidget waits until the member's Widget is reconciled at replicas: its
