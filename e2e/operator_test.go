@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,4 +91,23 @@ func dumpHub(t *testing.T, hub *kube) {
 		fmt.Fprintf(&out, "$ kubectl %s\n%s\n", strings.Join(args, " "), b)
 	}
 	t.Logf("hub state after failure:\n%s", out.String())
+}
+
+// engagedSince reads the manager's widgethub_member_engaged_since_seconds of
+// the member through the API server's proxy to the metrics Service: the Unix
+// time of the member's current engagement.
+func engagedSince(ctx context.Context, hub *kube, member string) (int64, error) {
+	path := "/api/v1/namespaces/" + registrationsNS + "/services/" + managerName + "-metrics:metrics/proxy/metrics"
+	out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", hub.kubeconfig, "get", "--raw", path).Output()
+	if err != nil {
+		return 0, fmt.Errorf("manager metrics: %w", err)
+	}
+	prefix := `widgethub_member_engaged_since_seconds{cluster="` + member + `"} `
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("no %s in the manager's metrics", strings.TrimSpace(prefix))
 }

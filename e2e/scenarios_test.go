@@ -98,11 +98,23 @@ func memberRestart(t *testing.T, f *fleet) {
 func rotateSecret(t *testing.T, f *fleet) {
 	m1 := f.members["m1"]
 	before := registration(t, f.hub, "m1")
+	var since int64
+	eventually(t, engageTimeout, "m1's engagement time in the manager's metrics", func(ctx context.Context) (err error) {
+		since, err = engagedSince(ctx, f.hub, "m1")
+		return err
+	})
 	join(t, f.hub, m1, "m1", "--overwrite")
 	after := registration(t, f.hub, "m1")
 	if bytes.Equal(before.Data["kubeconfig"], after.Data["kubeconfig"]) {
 		t.Fatalf("join --overwrite left the registration kubeconfig unchanged")
 	}
+	eventually(t, engageTimeout, "m1 engaged afresh with the new Secret", func(ctx context.Context) error {
+		now, err := engagedSince(ctx, f.hub, "m1")
+		if err == nil && now <= since {
+			err = fmt.Errorf("still the engagement of %s", time.Unix(since, 0).Format(time.TimeOnly))
+		}
+		return err
+	})
 	waitMember(t, f.hub, "m1", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, engageTimeout)
 	setReplicas(t, m1, f.ns, widget, 2)
 	waitWidget(t, m1, f.ns, widget, 2)
