@@ -115,6 +115,7 @@ func rotateSecret(t *testing.T, f *fleet) {
 		}
 		return err
 	})
+	logf("m1 engaged afresh after join --overwrite")
 	waitMember(t, f.hub, "m1", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, engageTimeout)
 	setReplicas(t, m1, f.ns, widget, 2)
 	waitWidget(t, m1, f.ns, widget, 2)
