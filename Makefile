@@ -115,6 +115,7 @@ undeploy: ## Remove widgethub from the hub, registration Secrets and CRDs includ
 	hack/render.sh $(IMG) | kubectl delete --ignore-not-found -f -
 
 include e2e/nodeimage/nodeimage.mk
+include e2e/e2e.mk
 
 $(CONTROLLER_GEN): hack/tools/codegen/go.mod hack/tools/codegen/go.sum
 	cd hack/tools/codegen && GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen

@@ -115,7 +115,7 @@ inputs=$(
   # the recipe files that shape the image (not README, probe, make fragment)
   cd "$here" && find build.sh packages kube-proxy-files.sh setup-node.sh rootfs -type f |
     LC_ALL=C sort | xargs sha256sum
-  sha256sum "$root/hack/control-plane.sh"
+  sha256sum <"$root/hack/control-plane.sh" # the content, not the checkout's path
   for b in etcd kube-apiserver kubelet kubeadm kubectl kube-controller-manager \
     kube-scheduler kube-proxy crictl coredns pause; do
     echo "$b $(cat "$bindir/.$b.stamp")"
