@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,10 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
+// ErrNotReady is wrapped when the member's API server answers but is not ready
+// yet (its /readyz fails), e.g. while it restarts and before it serves its CRDs
+// and RBAC: a missing kind or a 403 seen then would be a false diagnosis.
+var ErrNotReady = errors.New("API server not ready")
+
 // Version asks the member's API server for its version. It is the health
 // probe: cheap, served to any authenticated client, bounded by ctx.
 func (m *Member) Version(ctx context.Context) (string, error) {
-	rc, err := rest.UnversionedRESTClientForConfigAndClient(m.versionConfig(), m.httpClient)
+	rc, err := m.unversionedClient()
 	if err != nil {
 		return "", err
 	}
@@ -31,20 +37,37 @@ func (m *Member) Version(ctx context.Context) (string, error) {
 	return info.GitVersion, nil
 }
 
-func (m *Member) versionConfig() *rest.Config {
+func (m *Member) unversionedClient() (*rest.RESTClient, error) {
 	cfg := rest.CopyConfig(m.GetConfig())
 	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
-	return cfg
+	return rest.UnversionedRESTClientForConfigAndClient(cfg, m.httpClient)
 }
 
-// Preflight checks, before any cache starts, that the member answers, serves
-// the kinds of objs (else ErrKindMissing) and lets the operator list them.
+// ready fails with ErrNotReady (wrapping the API server's answer, so 401 and
+// 403 stay recognisable) unless the member's /readyz passes.
+func (m *Member) ready(ctx context.Context) error {
+	rc, err := m.unversionedClient()
+	if err != nil {
+		return err
+	}
+	if err := rc.Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+		return fmt.Errorf("%w (/readyz): %w", ErrNotReady, err)
+	}
+	return nil
+}
+
+// Preflight checks, before any cache starts, that the member answers and is
+// ready (else ErrNotReady), serves the kinds of objs (else ErrKindMissing) and
+// lets the operator list them.
 // It returns the member's version. Errors from the API server keep their
 // type, so callers can tell 401 and 403 apart with apierrors.
 func (m *Member) Preflight(ctx context.Context, objs ...client.Object) (string, error) {
 	v, err := m.Version(ctx)
 	if err != nil {
 		return "", err
+	}
+	if err := m.ready(ctx); err != nil {
+		return v, err
 	}
 	for _, obj := range objs {
 		gvk, err := apiutil.GVKForObject(obj, m.GetScheme())
