@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -157,7 +158,10 @@ func (r *Reconciler) patchStatus(ctx context.Context, cl cluster.Cluster, w *v1a
 		return fmt.Errorf("patch Widget status: %w", err)
 	}
 	after := meta.FindStatusCondition(status.Conditions, v1alpha1.WidgetReady)
-	if before == nil || before.Status != after.Status {
+	// An Event for each change of readiness; a new Widget's first status is
+	// no change (its DeploymentCreated Event already says what happened), and
+	// sparing that write matters when thousands of Widgets arrive at once.
+	if (before == nil && after.Status == metav1.ConditionTrue) || (before != nil && before.Status != after.Status) {
 		eventType := corev1.EventTypeNormal
 		if after.Reason == v1alpha1.WidgetDeploymentFailedReason {
 			eventType = corev1.EventTypeWarning
