@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,25 +44,14 @@ func run(m *testing.M) int {
 
 	opts := operator.DefaultOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	mgr, err := operator.New(f.Hub.Config, opts)
+	stop, err := operator.Start(context.Background(), f.Hub.Config, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-
 	code := m.Run()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-			code = 1
-		}
-	case <-time.After(time.Minute):
-		fmt.Fprintln(os.Stderr, "manager did not stop within a minute")
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
 		code = 1
 	}
 	return code

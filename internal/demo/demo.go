@@ -162,22 +162,7 @@ func startManager(ctx context.Context, f *fleet.Fleet, metrics string) (func() e
 	// Probe often, so that MemberCluster status follows the demo closely.
 	opts.ProbeInterval = time.Second
 	opts.GracefulShutdownTimeout = 10 * time.Second
-	mgr, err := operator.New(f.Hub.Config, opts)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			return errors.New("the manager did not stop within 30s")
-		}
-	}, nil
+	return operator.Start(ctx, f.Hub.Config, opts)
 }
 
 // applySamples creates the sample Widgets in every member and returns their names.

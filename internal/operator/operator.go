@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -146,4 +148,26 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		return nil, fmt.Errorf("set up widget controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// Start builds the hub manager for cfg and runs it in the background until
+// ctx ends or the returned stop is called; stop waits for the manager to end
+// (up to GracefulShutdownTimeout and half a minute more) and returns its error.
+func Start(ctx context.Context, cfg *rest.Config, opts Options) (stop func() error, err error) {
+	mgr, err := New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(opts.GracefulShutdownTimeout + 30*time.Second):
+			return errors.New("the manager did not stop in time")
+		}
+	}, nil
 }

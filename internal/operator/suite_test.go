@@ -78,20 +78,5 @@ func startManager() (stop func() error, err error) {
 	opts.MetricsBindAddress = "0"
 	opts.HealthProbeBindAddress = "0"
 	opts.MemberSyncTimeout = 10 * time.Second
-	mgr, err := operator.New(testFleet.Hub.Config, opts)
-	if err != nil {
-		return nil, fmt.Errorf("new manager: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() error {
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(time.Minute):
-			return fmt.Errorf("manager did not stop within a minute")
-		}
-	}, nil
+	return operator.Start(context.Background(), testFleet.Hub.Config, opts)
 }
