@@ -12,15 +12,18 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fairqueue"
+	"github.com/widgethub/widgethub/internal/metrics"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
@@ -143,11 +146,17 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	if err := provider.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up kubeconfig provider: %w", err)
 	}
-	widgets := &widget.Reconciler{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.New}
+	widgets := &widget.Reconciler{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: newSharedQueue}
 	if err := widgets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up widget controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// newSharedQueue is the Widget controller's queue: fair across members, with
+// its measurements exported as widgethub_workqueue_* metrics.
+func newSharedQueue(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+	return fairqueue.NewWithOptions(fairqueue.Options{Name: name, RateLimiter: rl, MetricsProvider: metrics.WorkqueueProvider{}})
 }
 
 // Start builds the hub manager for cfg and runs it in the background until

@@ -201,24 +201,40 @@ func TestWidgetFollowsSpecAndDeployment(t *testing.T) {
 	}, eventually, poll).Should(Succeed())
 }
 
-// widgetReconciles is how many Widget reconciles the manager has finished.
-func widgetReconciles(g Gomega) float64 {
+// counterSum adds up the counter family's series whose label has value.
+func counterSum(g Gomega, family, label, value string) float64 {
 	families, err := ctrlmetrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
 	var total float64
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
+		if f.GetName() != family {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "widget" {
+				if l.GetName() == label && l.GetValue() == value {
 					total += m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
 	return total
+}
+
+// widgetReconciles is how many Widget reconciles the manager has finished.
+func widgetReconciles(g Gomega) float64 {
+	return counterSum(g, "controller_runtime_reconcile_total", "controller", "widget")
+}
+
+func TestSharedQueueReportsMetrics(t *testing.T) {
+	g := NewWithT(t)
+	before := counterSum(g, "widgethub_workqueue_adds_total", "name", "widget")
+	alpha := testFleet.Member("alpha")
+	register(t, "alpha", alpha)
+	createWidget(t, alpha, "shop", "counted", 1)
+	g.Eventually(func() float64 {
+		return counterSum(g, "widgethub_workqueue_adds_total", "name", "widget")
+	}, eventually, poll).Should(BeNumerically(">", before))
 }
 
 func TestUnchangedWidgetWritesNothing(t *testing.T) {
