@@ -74,9 +74,6 @@ func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Me
 	return m, nil
 }
 
-// Name is the member's cluster name.
-func (m *Member) Name() string { return m.name }
-
 // StartAndSync runs the member's cache on a context derived from ctx, which must live
 // as long as the member should (not one reconcile call), and waits up to
 // syncTimeout for informers of objs to sync. On error the member is stopped.
@@ -127,13 +124,6 @@ func (m *Member) Context() context.Context {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.ctx
-}
-
-// Done is closed when the member's cache has stopped.
-func (m *Member) Done() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.done
 }
 
 // Stop cancels the member's context, waits for its cache (if started) to

@@ -86,14 +86,6 @@ func (c *Controller) Engage(ctx context.Context, name multicluster.ClusterName, 
 	return nil
 }
 
-// Engaged reports whether the cluster called name is engaged.
-func (c *Controller) Engaged(name multicluster.ClusterName) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.engaged[name]
-	return ok && e.ctx.Err() == nil
-}
-
 func (c *Controller) forget(name multicluster.ClusterName, e *engagement) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -223,17 +223,6 @@ func (p *Provider) Get(_ context.Context, name multicluster.ClusterName) (cluste
 	return nil, fmt.Errorf("member %q: %w", name, multicluster.ErrClusterNotFound)
 }
 
-// ClusterNames lists the engaged members.
-func (p *Provider) ClusterNames() []multicluster.ClusterName {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	names := make([]multicluster.ClusterName, 0, len(p.members))
-	for n := range p.members {
-		names = append(names, n)
-	}
-	return names
-}
-
 // IndexField indexes a field on every engaged member and on those engaged later.
 func (p *Provider) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
 	p.mu.Lock()

@@ -44,16 +44,13 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 
 	secret := &corev1.Secret{}
-	if err := p.hub.Get(ctx, req.NamespacedName, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			p.disengage(name, log, "registration Secret is gone")
-			metrics.Forget(string(name))
-			return reconcile.Result{}, nil
-		}
+	err := p.hub.Get(ctx, req.NamespacedName, secret)
+	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("get registration Secret %s: %w", req.NamespacedName, err)
 	}
-	if !secret.DeletionTimestamp.IsZero() {
-		p.disengage(name, log, "registration Secret is being deleted")
+	if err != nil || !secret.DeletionTimestamp.IsZero() {
+		// The MemberCluster goes with the Secret (owner reference).
+		p.disengage(name, log, "registration Secret is gone")
 		metrics.Forget(string(name))
 		return reconcile.Result{}, nil
 	}
