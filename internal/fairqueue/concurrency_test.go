@@ -15,8 +15,15 @@ import (
 // TestConcurrentProducersAndWorkers checks, under the race detector, that no two
 // workers ever hold the same request and that every add is followed by a Get of
 // its request, whatever the mix of Add, AddAfter, AddRateLimited and adds during
-// processing.
+// processing; and, with MaxInFlightPerMember, that no member ever has more
+// requests in flight.
 func TestConcurrentProducersAndWorkers(t *testing.T) {
+	for _, bound := range []int{0, 1, 2} {
+		t.Run(fmt.Sprint("MaxInFlightPerMember=", bound), func(t *testing.T) { testConcurrentProducersAndWorkers(t, bound) })
+	}
+}
+
+func testConcurrentProducersAndWorkers(t *testing.T, bound int) {
 	const (
 		producers = 4
 		workers   = 4
@@ -25,8 +32,9 @@ func TestConcurrentProducersAndWorkers(t *testing.T) {
 		names     = 50
 	)
 	q := NewWithOptions(Options{
-		Name:        t.Name(),
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](time.Microsecond, time.Millisecond),
+		Name:                 t.Name(),
+		RateLimiter:          workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](time.Microsecond, time.Millisecond),
+		MaxInFlightPerMember: bound,
 	})
 	defer q.ShutDown()
 
@@ -37,7 +45,10 @@ func TestConcurrentProducersAndWorkers(t *testing.T) {
 		lastGet  = map[mcreconcile.Request]int64{}
 		inFlight = map[mcreconcile.Request]bool{}
 		overlaps []mcreconcile.Request
-		gets     atomic.Int64
+		// ofMember counts each member's requests in flight; mostInFlight is its maximum.
+		ofMember     = map[string]int{}
+		mostInFlight int
+		gets         atomic.Int64
 	)
 	recordAdd := func(r mcreconcile.Request) {
 		mu.Lock()
@@ -79,6 +90,8 @@ func TestConcurrentProducersAndWorkers(t *testing.T) {
 					overlaps = append(overlaps, r)
 				}
 				inFlight[r] = true
+				ofMember[string(r.ClusterName)]++
+				mostInFlight = max(mostInFlight, ofMember[string(r.ClusterName)])
 				lastGet[r] = seq.Add(1)
 				mu.Unlock()
 
@@ -92,6 +105,7 @@ func TestConcurrentProducersAndWorkers(t *testing.T) {
 
 				mu.Lock()
 				inFlight[r] = false
+				ofMember[string(r.ClusterName)]--
 				mu.Unlock()
 				q.Done(r)
 			}
@@ -114,6 +128,9 @@ func TestConcurrentProducersAndWorkers(t *testing.T) {
 		if lastGet[r] < added {
 			t.Errorf("%v was added (at %d) but not handed out afterwards (last at %d)", r, added, lastGet[r])
 		}
+	}
+	if bound > 0 && mostInFlight > bound {
+		t.Errorf("a member had %d requests in flight, bound %d", mostInFlight, bound)
 	}
 	if g, a := gets.Load(), seq.Load()-gets.Load(); g > a {
 		t.Errorf("%d requests handed out for %d adds", g, a)

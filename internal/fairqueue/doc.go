@@ -13,6 +13,12 @@
 // priority queue defines it) and first in, first out within a priority. Priority
 // never lets a member take more than its turn.
 //
+// Options.MaxInFlightPerMember bounds the requests of one member that are handed
+// out and not yet done: a member at its bound sits out of the round until one of
+// its requests is done. Workers are shared, and a member whose API server hangs
+// would otherwise end up holding every one of them; with the bound set below the
+// number of workers, the others always have workers left.
+//
 // Apart from the order, the queue keeps the guarantees of client-go's workqueue and
 // controller-runtime's priority queue: a request added again before it is handed
 // out is handed out once; a request that is being processed is never handed out

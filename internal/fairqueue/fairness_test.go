@@ -201,3 +201,51 @@ func TestMembersAreFreedWhenEmpty(t *testing.T) {
 		expectEmpty(t, q)
 	}
 }
+
+// A member at MaxInFlightPerMember waits for one of its requests to be done,
+// while the other members' requests go on being handed out.
+func TestMaxInFlightPerMemberLeavesWorkersForOthers(t *testing.T) {
+	q := NewWithOptions(Options{Name: t.Name(), MaxInFlightPerMember: 2})
+	t.Cleanup(q.ShutDown)
+	for _, r := range []mcreconcile.Request{req("a", "1"), req("a", "2"), req("a", "3"), req("a", "4"), req("b", "1")} {
+		q.Add(r)
+	}
+	for _, w := range []mcreconcile.Request{req("a", "1"), req("b", "1"), req("a", "2")} {
+		expectGet(t, q, w)
+	}
+	expectLen(t, q, 2) // a3 and a4 stay ready, though a may not take them now
+
+	got := make(chan mcreconcile.Request)
+	go func() { got <- mustGet(t, q) }()
+	select {
+	case r := <-got:
+		t.Fatalf("Get handed out %v while a had 2 in flight", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.Add(req("c", "1")) // another member is served at once
+	if r := <-got; r != req("c", "1") {
+		t.Fatalf("Get = %v, want c/1", r)
+	}
+
+	q.Done(req("b", "1")) // b's slot does not free a's
+	go func() { got <- mustGet(t, q) }()
+	select {
+	case r := <-got:
+		t.Fatalf("Get handed out %v while a had 2 in flight", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.Done(req("a", "1"))
+	if r := <-got; r != req("a", "3") {
+		t.Fatalf("Get = %v, want a/3", r)
+	}
+	// A request added again while processed comes back within the bound.
+	q.Add(req("a", "2"))
+	q.Done(req("a", "2"))
+	expectGet(t, q, req("a", "4"))
+	q.Done(req("a", "3"))
+	expectGet(t, q, req("a", "2"))
+	for _, r := range []mcreconcile.Request{req("a", "2"), req("a", "4"), req("c", "1")} {
+		q.Done(r)
+	}
+	expectEmpty(t, q)
+}

@@ -46,13 +46,18 @@ type member struct {
 	entries int
 	// ready counts the queued entries over all lanes.
 	ready int
+	// processing counts the entries handed out and not yet done.
+	processing int
 	// lanes holds only lanes with entries, by descending priority; it starts
 	// in laneBuf, as most members use one priority.
 	lanes   []lane
 	laneBuf [1]lane
-	// prev and next link the member into the ring while ready > 0.
+	// prev and next link the member into the queue's ring while it may be
+	// handed a request.
 	prev, next *member
 }
+
+func (m *member) inRing() bool { return m.next != nil }
 
 // lane is a first in, first out list of queued entries of one priority.
 type lane struct {

@@ -22,6 +22,10 @@ type Options struct {
 	MetricsProvider workqueue.MetricsProvider
 	// Clock tells the time of delayed adds and metrics. Defaults to the real clock.
 	Clock clock.Clock
+	// MaxInFlightPerMember, when positive, bounds the requests of one member
+	// handed out and not yet done. Workers beyond it stay free for the other
+	// members, however slow or hung the busy member's API server is.
+	MaxInFlightPerMember int
 }
 
 // Queue is a rate-limiting workqueue of mcreconcile.Request that serves member
@@ -30,6 +34,7 @@ type Queue struct {
 	rateLimiter workqueue.TypedRateLimiter[mcreconcile.Request]
 	clock       clock.Clock
 	metrics     *queueMetrics
+	maxInFlight int // per member; 0 is no bound
 
 	mu sync.Mutex
 	// cond is signalled when a request becomes ready, the queue shuts down, or,
@@ -39,8 +44,9 @@ type Queue struct {
 	entries map[mcreconcile.Request]*entry
 	// members holds the members with at least one entry.
 	members map[multicluster.ClusterName]*member
-	// next is the member whose turn comes next in the ring of members with
-	// ready requests; nil when no request is ready.
+	// next is the member whose turn comes next in the ring of members that may
+	// be handed a request: those with ready requests and fewer than maxInFlight
+	// in flight. It is nil when none may.
 	next       *member
 	ready      int // requests that Get can hand out
 	processing int // requests handed out and not yet done
@@ -77,6 +83,7 @@ func NewWithOptions(o Options) *Queue {
 	q := &Queue{
 		rateLimiter: o.RateLimiter,
 		clock:       o.Clock,
+		maxInFlight: max(0, o.MaxInFlightPerMember),
 		entries:     map[mcreconcile.Request]*entry{},
 		members:     map[multicluster.ClusterName]*member{},
 		wake:        make(chan struct{}, 1),
@@ -195,10 +202,10 @@ func (q *Queue) enqueue(e *entry) {
 	m := e.member
 	m.push(e)
 	q.ready++
-	if m.ready == 1 {
-		q.joinRing(m)
+	q.updateRing(m)
+	if m.inRing() {
+		q.cond.Signal()
 	}
-	q.cond.Signal()
 }
 
 // raise moves a queued e to a higher priority; q.mu is held.
@@ -228,7 +235,7 @@ func (q *Queue) GetWithPriority() (req mcreconcile.Request, priority int, shutdo
 		if q.shuttingDown && !q.draining {
 			return req, 0, true
 		}
-		if q.ready > 0 {
+		if q.next != nil {
 			break
 		}
 		if q.shuttingDown && q.processing == 0 {
@@ -241,12 +248,11 @@ func (q *Queue) GetWithPriority() (req mcreconcile.Request, priority int, shutdo
 	m := q.next
 	e := m.pop()
 	q.ready--
-	q.next = m.next
-	if m.ready == 0 {
-		q.leaveRing(m)
-	}
 	e.processing = true
+	m.processing++
 	q.processing++
+	q.next = m.next
+	q.updateRing(m)
 	q.metrics.get(e)
 	return e.req, e.priority, false
 }
@@ -262,13 +268,19 @@ func (q *Queue) Done(req mcreconcile.Request) {
 	}
 	q.metrics.done(e)
 	e.processing = false
+	e.member.processing--
 	q.processing--
-	switch {
-	case e.dirty:
+	if e.dirty {
 		e.dirty = false
 		q.enqueue(e)
-	case !e.isWaiting():
-		q.release(e)
+	} else {
+		// The member may take a turn again if it was at its bound.
+		if q.updateRing(e.member) {
+			q.cond.Signal()
+		}
+		if !e.isWaiting() {
+			q.release(e)
+		}
 	}
 	if q.draining {
 		q.cond.Broadcast()
@@ -354,6 +366,20 @@ func (q *Queue) release(e *entry) {
 	}
 }
 
+// updateRing puts m in the ring when it may be handed a request, and takes it
+// out when not; it reports whether m joined. q.mu is held.
+func (q *Queue) updateRing(m *member) (joined bool) {
+	eligible := m.ready > 0 && (q.maxInFlight == 0 || m.processing < q.maxInFlight)
+	switch {
+	case eligible && !m.inRing():
+		q.joinRing(m)
+		return true
+	case !eligible && m.inRing():
+		q.leaveRing(m)
+	}
+	return false
+}
+
 // joinRing gives m the last turn of the current round; q.mu is held.
 func (q *Queue) joinRing(m *member) {
 	if q.next == nil {
@@ -367,7 +393,7 @@ func (q *Queue) joinRing(m *member) {
 	q.next.prev = m
 }
 
-// leaveRing removes m, which has no ready request, from the ring; q.mu is held.
+// leaveRing removes m from the ring; q.mu is held.
 func (q *Queue) leaveRing(m *member) {
 	if m.next == m {
 		q.next = nil

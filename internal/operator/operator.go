@@ -44,10 +44,13 @@ type Options struct {
 	MemberBurst             int
 	MemberSyncTimeout       time.Duration
 	MaxConcurrentReconciles int
-	AllowCredentialPlugins  bool
-	ProbeInterval           time.Duration
-	ProbeTimeout            time.Duration
-	ProbeFailureThreshold   int
+	// MaxConcurrentReconcilesPerMember bounds one member's share of the
+	// workers; zero means three quarters of MaxConcurrentReconciles.
+	MaxConcurrentReconcilesPerMember int
+	AllowCredentialPlugins           bool
+	ProbeInterval                    time.Duration
+	ProbeTimeout                     time.Duration
+	ProbeFailureThreshold            int
 	// GracefulShutdownTimeout bounds how long runnables get to stop.
 	GracefulShutdownTimeout time.Duration
 }
@@ -85,6 +88,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long a member's caches may take to sync before its engagement is retried.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"Widget reconciles run at once across all members.")
+	fs.IntVar(&o.MaxConcurrentReconcilesPerMember, "max-concurrent-reconciles-per-member", o.MaxConcurrentReconcilesPerMember,
+		"Widget reconciles of one member run at once, so that a busy or hung member leaves workers to the others; 0 means three quarters of --max-concurrent-reconciles.")
 	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "Time between health probes of each engaged member.")
 	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "Bound on one health probe (and on the checks before a member is engaged).")
 	fs.IntVar(&o.ProbeFailureThreshold, "probe-failure-threshold", o.ProbeFailureThreshold,
@@ -146,17 +151,31 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	if err := provider.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up kubeconfig provider: %w", err)
 	}
-	widgets := &widget.Reconciler{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: newSharedQueue}
+	widgets := &widget.Reconciler{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: sharedQueue(opts.ReconcilesPerMember())}
 	if err := widgets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up widget controller: %w", err)
 	}
 	return mgr, nil
 }
 
-// newSharedQueue is the Widget controller's queue: fair across members, with
-// its measurements exported as widgethub_workqueue_* metrics.
-func newSharedQueue(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
-	return fairqueue.NewWithOptions(fairqueue.Options{Name: name, RateLimiter: rl, MetricsProvider: metrics.WorkqueueProvider{}})
+// ReconcilesPerMember is MaxConcurrentReconcilesPerMember with its default applied:
+// how many Widget reconciles of one member run at once.
+func (o Options) ReconcilesPerMember() int {
+	if o.MaxConcurrentReconcilesPerMember > 0 {
+		return o.MaxConcurrentReconcilesPerMember
+	}
+	return max(1, o.MaxConcurrentReconciles*3/4)
+}
+
+// sharedQueue builds the Widget controller's queue: fair across members, each
+// with at most perMember requests in flight, and its measurements exported as
+// widgethub_workqueue_* metrics.
+func sharedQueue(perMember int) func(string, workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+	return func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+		return fairqueue.NewWithOptions(fairqueue.Options{
+			Name: name, RateLimiter: rl, MetricsProvider: metrics.WorkqueueProvider{}, MaxInFlightPerMember: perMember,
+		})
+	}
 }
 
 // Start builds the hub manager for cfg and runs it in the background until

@@ -74,9 +74,14 @@ func TestMain(m *testing.M) {
 // startManager runs the real hub manager against the suite's hub and returns
 // a function that stops it.
 func startManager() (stop func() error, err error) {
+	return operator.Start(context.Background(), testFleet.Hub.Config, managerOptions())
+}
+
+// managerOptions are the options of the suite's manager.
+func managerOptions() operator.Options {
 	opts := operator.DefaultOptions()
 	opts.MetricsBindAddress = "0"
 	opts.HealthProbeBindAddress = "0"
 	opts.MemberSyncTimeout = 10 * time.Second
-	return operator.Start(context.Background(), testFleet.Hub.Config, opts)
+	return opts
 }
