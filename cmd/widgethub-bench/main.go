@@ -34,9 +34,11 @@ import (
 
 // sizes are the measurement's sizes; -quick scales them down.
 type sizes struct {
-	EngageWidgets, EngageRounds           int
-	FloodWidgets, QuietWidgets            int
-	ChangeEvery                           time.Duration
+	EngageWidgets, EngageRounds int
+	FloodWidgets, QuietWidgets  int
+	ChangeEvery                 time.Duration
+	// BaselineChanges are the quiet member's changes measured before the flood.
+	BaselineChanges                       int
 	Writers                               int
 	CeilingFor                            time.Duration
 	IdleMembers, IdleServers, IdleWidgets int
@@ -51,7 +53,7 @@ type sizes struct {
 func fullSizes() sizes {
 	return sizes{
 		EngageWidgets: 100, EngageRounds: 3,
-		FloodWidgets: 5000, QuietWidgets: 20, ChangeEvery: 100 * time.Millisecond,
+		FloodWidgets: 5000, QuietWidgets: 20, ChangeEvery: 100 * time.Millisecond, BaselineChanges: 50,
 		Writers:     8,
 		CeilingFor:  5 * time.Second,
 		IdleMembers: 20, IdleServers: 4, IdleWidgets: 100,
@@ -64,7 +66,7 @@ func fullSizes() sizes {
 func quickSizes() sizes {
 	return sizes{
 		EngageWidgets: 100, EngageRounds: 1,
-		FloodWidgets: 1000, QuietWidgets: 10, ChangeEvery: 100 * time.Millisecond,
+		FloodWidgets: 1000, QuietWidgets: 10, ChangeEvery: 100 * time.Millisecond, BaselineChanges: 20,
 		Writers:     8,
 		CeilingFor:  2 * time.Second,
 		IdleMembers: 6, IdleServers: 2, IdleWidgets: 100,
@@ -95,6 +97,7 @@ func main() {
 	flag.Float64Var(&opts.MemberQPS, "member-qps", opts.MemberQPS, "widgethub's --member-qps")
 	flag.IntVar(&opts.MemberBurst, "member-burst", opts.MemberBurst, "widgethub's --member-burst")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "widgethub's --max-concurrent-reconciles")
+	flag.IntVar(&opts.MaxConcurrentReconcilesPerMember, "max-concurrent-reconciles-per-member", opts.MaxConcurrentReconcilesPerMember, "widgethub's --max-concurrent-reconciles-per-member")
 	flag.Parse()
 
 	if *managerImpl != "" {
@@ -119,6 +122,7 @@ func main() {
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
 		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
 		fmt.Sprintf("-max-concurrent-reconciles=%d", opts.MaxConcurrentReconciles),
+		fmt.Sprintf("-max-concurrent-reconciles-per-member=%d", opts.MaxConcurrentReconcilesPerMember),
 		"-cpuprofile=" + *cpuProfile,
 	}
 

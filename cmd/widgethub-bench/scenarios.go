@@ -177,13 +177,22 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return err
 	}
 
-	res, err := bench.Flood{
+	flood := bench.Flood{
 		Flooded: flooded.client, Quiet: quiet.client,
 		FloodTracker: floodTracker, QuietTracker: quietTracker,
 		FloodNamespace: floodNS, Widgets: b.FloodWidgets, Writers: b.Writers,
 		QuietNamespace: quietNS, QuietWidgets: b.QuietWidgets, ChangeEvery: b.ChangeEvery,
 		Window: b.window(impl), Writes: writes,
-	}.Run(ctx)
+	}
+	baseline, err := flood.Baseline(ctx, b.BaselineChanges)
+	if err != nil {
+		return fmt.Errorf("changes without a flood: %w", err)
+	}
+	bp50, _ := bench.Percentile(baseline, 50)
+	bp99, _ := bench.Percentile(baseline, 99)
+	b.table.set(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), false)
+	flood.FirstChange = len(baseline)
+	res, err := flood.Run(ctx)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 // The rows of the table, in order.
 const (
 	rowEngage = iota
+	rowQuietBaseline
 	rowFairness
 	rowDrain
 	rowThroughput
@@ -47,6 +48,7 @@ func (t *table) set(row int, impl, value string, met bool) {
 func (b *benchmark) rowTitles() [rowCount]string {
 	return [rowCount]string{
 		rowEngage:          fmt.Sprintf("engage latency: Secret created -> first Widget reconciled (member of %d Widgets; median of %d)", b.EngageWidgets, b.EngageRounds),
+		rowQuietBaseline:   fmt.Sprintf("quiet member change latency p50 / p99 with no flood (%d changes, one every %s)", b.BaselineChanges, b.ChangeEvery),
 		rowFairness:        fmt.Sprintf("quiet member change latency p50 / p99 during a %d-Widget flood of another member", b.FloodWidgets),
 		rowDrain:           fmt.Sprintf("flood: %d new Widgets created by %d writers until all reconciled", b.FloodWidgets, b.Writers),
 		rowThroughput:      "flood throughput, controller writes/s (Deployments + Widget status)",
@@ -108,8 +110,8 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 
 	fmt.Fprintf(w, "\nwidgethub bench, %s, %d CPUs, load average %s at the end, took %s\n",
 		time.Now().Format(time.RFC3339), runtime.NumCPU(), loadAverage(), time.Since(start).Round(time.Second))
-	fmt.Fprintf(w, "widgethub: --member-qps=%g --member-burst=%d --max-concurrent-reconciles=%d; peer: client-go defaults (5 QPS, burst 10), 1 worker, controller-runtime's default queue\n\n",
-		b.opts.MemberQPS, b.opts.MemberBurst, b.opts.MaxConcurrentReconciles)
+	fmt.Fprintf(w, "widgethub: --member-qps=%g --member-burst=%d --max-concurrent-reconciles=%d (%d per member); peer: client-go defaults (5 QPS, burst 10), 1 worker, controller-runtime's default queue\n\n",
+		b.opts.MemberQPS, b.opts.MemberBurst, b.opts.MaxConcurrentReconciles, b.opts.ReconcilesPerMember())
 	widths := make([]int, len(header))
 	for _, row := range rows {
 		for i, c := range row {

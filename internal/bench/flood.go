@@ -31,6 +31,9 @@ type Flood struct {
 	QuietNamespace string
 	QuietWidgets   int
 	ChangeEvery    time.Duration
+	// FirstChange numbers the first change; set it to the changes of an
+	// earlier Baseline so that every change changes the spec.
+	FirstChange int
 	// Window bounds the measurement from the flood's start: the flood that is
 	// not reconciled by then, and changes not reconciled by then, are reported
 	// as unfinished. Changes stop at half the window, so that an unfinished
@@ -176,7 +179,7 @@ func (f Flood) countWrites(ctx context.Context, n *Writes) error {
 func (f Flood) change(ctx context.Context, drained <-chan struct{}, res *FloodResult) error {
 	tick := time.NewTicker(f.ChangeEvery)
 	defer tick.Stop()
-	for i := 0; ; i++ {
+	for i := f.FirstChange; ; i++ {
 		select {
 		case <-drained:
 			return nil
@@ -196,4 +199,28 @@ func (f Flood) change(ctx context.Context, drained <-chan struct{}, res *FloodRe
 		}
 		res.Changes = append(res.Changes, Change{Key: key, Generation: gen, At: at, Patched: time.Now()})
 	}
+}
+
+// Baseline makes n changes of quiet Widgets, one every ChangeEvery, with no
+// flood, and returns how long each took to be seen reconciled: the latency the
+// flood's changes compare with. Changes not reconciled within Window fail it.
+func (f Flood) Baseline(ctx context.Context, n int) ([]Sample, error) {
+	res := &FloodResult{}
+	changeCtx, cancel := context.WithTimeout(ctx, time.Duration(n)*f.ChangeEvery+f.ChangeEvery/2)
+	err := f.change(changeCtx, nil, res)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, f.Window)
+	defer cancel()
+	samples := make([]Sample, 0, len(res.Changes))
+	for _, c := range res.Changes {
+		at, err := f.QuietTracker.WaitFor(waitCtx, c.Key, c.Generation)
+		if err != nil {
+			return nil, err
+		}
+		samples = append(samples, Sample{Value: at.Sub(c.At)})
+	}
+	return samples, nil
 }
