@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -37,6 +38,8 @@ type Member struct {
 	httpClient *http.Client
 	conns      *connections
 	log        logr.Logger
+	// events is the budget of the Events sent to the member.
+	events *rate.Limiter
 
 	mu       sync.Mutex
 	ctx      context.Context
@@ -48,7 +51,7 @@ type Member struct {
 
 // New builds a Member named name from cfg; it does not contact the member.
 func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
-	m := &Member{name: name, log: log, conns: &connections{
+	m := &Member{name: name, log: log, events: newEventBudget(), conns: &connections{
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
 		open:   map[net.Conn]struct{}{},
 	}}

@@ -39,6 +39,13 @@ var (
 		Help: "Widgets in the member, as last counted from its cache.",
 	}, []string{clusterLabel})
 
+	// MemberEventsDropped counts the Events not sent to the member because its
+	// Event budget was spent.
+	MemberEventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "widgethub_member_events_dropped_total",
+		Help: "Events for the member dropped because they exceeded its Event budget.",
+	}, []string{clusterLabel})
+
 	// ReconcileErrors counts Widget reconciles that returned an error.
 	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "widgethub_member_reconcile_errors_total",
@@ -48,7 +55,7 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(MemberReady, MemberEngagedSince, MemberProbeDuration,
-		MemberProbeFailures, MemberWidgets, ReconcileErrors)
+		MemberProbeFailures, MemberWidgets, MemberEventsDropped, ReconcileErrors)
 }
 
 // Forget deletes every series of the member called cluster.
@@ -58,6 +65,7 @@ func Forget(cluster string) {
 	MemberEngagedSince.DeletePartialMatch(labels)
 	MemberProbeDuration.DeletePartialMatch(labels)
 	MemberProbeFailures.DeletePartialMatch(labels)
+	MemberEventsDropped.DeletePartialMatch(labels)
 	MemberWidgets.DeletePartialMatch(labels)
 	ReconcileErrors.DeletePartialMatch(labels)
 }
