@@ -13,8 +13,8 @@ import (
 // Default client throughput for a member. client-go's 5 QPS / 10 burst starve
 // an I/O-bound reconciler; these suit one operator per member API server.
 const (
-	DefaultQPS   = 100
-	DefaultBurst = 200
+	DefaultQPS   = 300
+	DefaultBurst = 600
 )
 
 // ErrInvalidKubeconfig is wrapped by every error about a kubeconfig that cannot be used as given.

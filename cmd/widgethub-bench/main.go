@@ -157,7 +157,7 @@ type benchmark struct {
 	logDir        string
 	table         table
 	// ceiling is the API server's merge-patches/s with 1 and with Writers writers.
-	ceiling []float64
+	ceiling [][2]float64
 }
 
 // member is one API server of the fleet with a direct, unthrottled client.

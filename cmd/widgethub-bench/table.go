@@ -53,7 +53,7 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowDrain:           fmt.Sprintf("flood: %d new Widgets created by %d writers until all reconciled", b.FloodWidgets, b.Writers),
 		rowThroughput:      "flood throughput, controller writes/s (Deployments + Widget status)",
 		rowServerWrites:    "flooded API server, all writes/s (Widget creates, Deployments, status, Events)",
-		rowCeiling:         "API server ceiling: merge-patches/s, 1 writer / 8 writers (no manager running)",
+		rowCeiling:         "API server ceiling: merge-patches/s, 1 writer / 8 writers, before; after the floods (no manager running)",
 		rowMemoryPerMember: fmt.Sprintf("hub heap per idle member (%d members x %d Widgets; %d API servers)", b.IdleMembers, b.IdleWidgets, b.IdleServers),
 		rowMemoryTotal:     fmt.Sprintf("hub memory with %d idle members", b.IdleMembers),
 		rowConverge:        fmt.Sprintf("cold start: %d members x %d Widgets, manager start -> all reconciled", b.ConvergeMembers, b.ConvergeWidgets),
@@ -69,8 +69,12 @@ var targets = [rowCount]string{
 
 // print writes the table as Markdown, with the run's conditions above it.
 func (b *benchmark) print(w io.Writer, start time.Time) {
-	if len(b.ceiling) == 2 {
-		b.table.cells[rowCeiling][""] = fmt.Sprintf("%.0f / %.0f", b.ceiling[0], b.ceiling[1])
+	var ceilings []string
+	for _, c := range b.ceiling {
+		ceilings = append(ceilings, fmt.Sprintf("%.0f / %.0f", c[0], c[1]))
+	}
+	if len(ceilings) > 0 {
+		b.table.cells[rowCeiling][""] = strings.Join(ceilings, "; ")
 	}
 	titles := b.rowTitles()
 	header := []string{"measurement"}

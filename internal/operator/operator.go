@@ -32,7 +32,7 @@ import (
 const LeaderElectionID = "widgethub.widgethub.io"
 
 // DefaultMaxConcurrentReconciles suits an I/O-bound reconciler: workers mostly wait on member API servers.
-const DefaultMaxConcurrentReconciles = 16
+const DefaultMaxConcurrentReconciles = 32
 
 // Options are the manager's settings; BindFlags exposes them as flags.
 type Options struct {
