@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -167,17 +166,6 @@ type member struct {
 }
 
 func (b *benchmark) run(ctx context.Context, only []string) error {
-	n := 2
-	if slices.Contains(only, "memory") {
-		n = max(n, b.IdleServers)
-	}
-	if slices.Contains(only, "converge") {
-		n = max(n, b.ConvergeMembers)
-	}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("m%02d", i+1)
-	}
 	var err error
 	if b.logDir, err = os.MkdirTemp("", "widgethub-bench-"); err != nil {
 		return err
@@ -189,8 +177,10 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	defer func() { _ = logFile.Close() }()
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	start := time.Now()
-	logf("starting a hub and %d member API servers", n)
-	b.fleet, err = fleet.Start(fleet.Options{Members: names, Scheme: operator.NewScheme()})
+	// Two members to begin with; scenarios that need more start them, so
+	// that no idle API server takes CPU from the scenarios before them.
+	logf("starting a hub and 2 member API servers")
+	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: operator.NewScheme()})
 	if err != nil {
 		return err
 	}
@@ -203,12 +193,8 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	if b.hub, err = bench.NewClient(b.fleet.Hub.Config, operator.NewScheme()); err != nil {
 		return err
 	}
-	for _, cp := range b.fleet.Members {
-		c, err := bench.NewClient(cp.Config, operator.NewScheme())
-		if err != nil {
-			return err
-		}
-		b.members = append(b.members, member{ControlPlane: cp, client: c})
+	if err := b.addClients(b.fleet.Members); err != nil {
+		return err
 	}
 	if err := bench.EnsureNamespace(ctx, b.hub, b.opts.RegistrationNamespace); err != nil {
 		return err
@@ -239,6 +225,37 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 		}
 	}
 	b.print(os.Stdout, start)
+	return nil
+}
+
+func memberName(i int) string { return fmt.Sprintf("m%02d", i+1) }
+
+// ensureMembers starts member API servers until the fleet has n.
+func (b *benchmark) ensureMembers(n int) error {
+	var names []string
+	for i := len(b.members); i < n; i++ {
+		names = append(names, memberName(i))
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	start := time.Now()
+	planes, err := b.fleet.AddMembers(names...)
+	if err != nil {
+		return err
+	}
+	logf("%d more member API servers up in %s", len(planes), bench.FormatDuration(time.Since(start)))
+	return b.addClients(planes)
+}
+
+func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
+	for _, cp := range planes {
+		c, err := bench.NewClient(cp.Config, operator.NewScheme())
+		if err != nil {
+			return err
+		}
+		b.members = append(b.members, member{ControlPlane: cp, client: c})
+	}
 	return nil
 }
 

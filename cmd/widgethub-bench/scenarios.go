@@ -270,6 +270,9 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 // manager's heap once they are idle.
 func (b *benchmark) memory(ctx context.Context) error {
 	const ns = "idle"
+	if err := b.ensureMembers(b.IdleServers); err != nil {
+		return err
+	}
 	servers := b.members[:b.IdleServers]
 	scheme := operator.NewScheme()
 	var trackers []*bench.Tracker
@@ -388,6 +391,9 @@ func mib(bytes float64) string { return fmt.Sprintf("%.2f MiB", bytes/(1<<20)) }
 // Widgets each, then starts the manager and measures until every Widget is
 // reconciled.
 func (b *benchmark) converge(ctx context.Context) error {
+	if err := b.ensureMembers(b.ConvergeMembers); err != nil {
+		return err
+	}
 	for _, impl := range b.impls {
 		if err := b.convergeOf(ctx, impl); err != nil {
 			return err

@@ -36,6 +36,9 @@ type ControlPlane struct {
 type Fleet struct {
 	Hub     *ControlPlane
 	Members []*ControlPlane
+
+	scheme     *kruntime.Scheme
+	memberCRDs []string
 }
 
 // Options describe the fleet to start.
@@ -72,33 +75,47 @@ func Start(opts Options) (*Fleet, error) {
 	if opts.MemberCRDs == nil {
 		opts.MemberCRDs = CRDPaths()
 	}
-	f := &Fleet{Hub: &ControlPlane{Name: "hub"}}
+	f := &Fleet{Hub: &ControlPlane{Name: "hub"}, scheme: opts.Scheme, memberCRDs: opts.MemberCRDs}
 	planes := []*ControlPlane{f.Hub}
 	crds := [][]string{opts.HubCRDs}
 	for _, name := range opts.Members {
-		cp := &ControlPlane{Name: name}
-		f.Members = append(f.Members, cp)
-		planes = append(planes, cp)
+		planes = append(planes, &ControlPlane{Name: name})
 		crds = append(crds, opts.MemberCRDs)
 	}
 	for _, name := range opts.BareMembers {
-		cp := &ControlPlane{Name: name}
-		f.Members = append(f.Members, cp)
-		planes = append(planes, cp)
+		planes = append(planes, &ControlPlane{Name: name})
 		crds = append(crds, nil)
 	}
-
-	var wg sync.WaitGroup
-	errs := make([]error, len(planes))
-	for i, cp := range planes {
-		wg.Go(func() { errs[i] = cp.start(opts.Scheme, crds[i]) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	f.Members = planes[1:]
+	if err := f.start(planes, crds); err != nil {
 		_ = f.Stop()
 		return nil, err
 	}
 	return f, nil
+}
+
+// AddMembers starts more members, with the fleet's member CRDs, and returns
+// them. On error, those of them that started keep running until Stop.
+func (f *Fleet) AddMembers(names ...string) ([]*ControlPlane, error) {
+	planes := make([]*ControlPlane, len(names))
+	crds := make([][]string, len(names))
+	for i, name := range names {
+		planes[i] = &ControlPlane{Name: name}
+		crds[i] = f.memberCRDs
+	}
+	f.Members = append(f.Members, planes...)
+	return planes, f.start(planes, crds)
+}
+
+// start starts planes in parallel, each with its CRDs.
+func (f *Fleet) start(planes []*ControlPlane, crds [][]string) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(planes))
+	for i, cp := range planes {
+		wg.Go(func() { errs[i] = cp.start(f.scheme, crds[i]) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (cp *ControlPlane) start(scheme *kruntime.Scheme, crds []string) error {
