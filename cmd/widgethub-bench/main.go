@@ -89,7 +89,7 @@ func main() {
 		convergeWidgets = flag.Int("converge-widgets", 0, "Widgets per member of the cold-start convergence (default 1000, quick 200)")
 		idleMembers     = flag.Int("idle-members", 0, "idle members of the memory measurement (default 20, quick 6)")
 		idleServers     = flag.Int("idle-servers", 0, "API servers the idle members' registrations point at (default 4, quick 2)")
-		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process to this directory")
+		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process, and of the flooded API server during each flood, to this directory")
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
 	)
 	opts := operator.DefaultOptions()
@@ -127,7 +127,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts}
+	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile}
 	err := b.run(ctx, strings.Split(*only, ","))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -148,6 +148,7 @@ type benchmark struct {
 	impls       []string
 	managerArgs []string
 	opts        operator.Options
+	profileDir  string
 
 	fleet         *fleet.Fleet
 	hub           client.Client

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -227,7 +229,9 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	bp99, _ := bench.Percentile(baseline, 99)
 	b.table.set(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), false)
 	flood.FirstChange = len(baseline)
+	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
 	res, err := flood.Run(ctx)
+	profiled()
 	if err != nil {
 		return rates, err
 	}
@@ -467,4 +471,30 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", bench.FormatDuration(took), float64(total)/took.Seconds()), false)
 	logf("convergence, %s: %s", impl, bench.FormatDuration(took))
 	return nil
+}
+
+// apiServerProfileFor is how long the flooded API server is profiled: the
+// first seconds of the flood, from its first create.
+const apiServerProfileFor = 20 * time.Second
+
+// profileAPIServer starts a CPU profile of m's API server for
+// apiServerProfileFor and returns a function that waits for it and writes it
+// to the profile directory as name.pprof. It does nothing when no profile
+// directory is set.
+func (b *benchmark) profileAPIServer(ctx context.Context, m member, name string) (wait func()) {
+	if b.profileDir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		raw, err := bench.APIServerProfile(ctx, m.Config, apiServerProfileFor)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(b.profileDir, name+".pprof"), raw, 0o644)
+		}
+		if err != nil {
+			logf("profile of %s's API server: %v", m.Name, err)
+		}
+	}()
+	return func() { <-done }
 }

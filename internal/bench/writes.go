@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -90,4 +91,19 @@ func countWrites(metrics []byte) (Writes, error) {
 		}
 	}
 	return total, sc.Err()
+}
+
+// APIServerProfile returns a CPU profile of the API server at cfg over d, in
+// pprof's format; cfg's user must be allowed to read /debug/pprof.
+func APIServerProfile(ctx context.Context, cfg *rest.Config, d time.Duration) ([]byte, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("profile client: %w", err)
+	}
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read API server profile: %w", err)
+	}
+	return raw, nil
 }
