@@ -61,6 +61,8 @@ control-plane: ## Build kube-apiserver and etcd from source into the cache (once
 .PHONY: test
 test: lint verify ## Run all tests against real API servers built from source.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test $(TEST_FLAGS) ./...
+	# The fairness timing test, built only without -race (see internal/bench/fairness_test.go).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run TestQuietMemberIsServedDuringAFlood ./internal/bench/
 
 ##@ Performance
 

@@ -44,9 +44,8 @@ func run(m *testing.M) int {
 
 	opts := operator.DefaultOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	// The flood's backlog must come from the queue, not from a test process
-	// (manager, trackers and writers, under the race detector) too busy to run
-	// the quiet member's goroutines: the client throttles the flood instead.
+	// The flood must build a backlog in the queue, whatever the machine's
+	// speed: the client, not the CPU, holds the flood's reconciles back.
 	opts.MemberQPS, opts.MemberBurst = 50, 50
 	stop, err := operator.Start(context.Background(), f.Hub.Config, opts)
 	if err != nil {
