@@ -214,13 +214,11 @@ func (f Flood) Baseline(ctx context.Context, n int) ([]Sample, error) {
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, f.Window)
 	defer cancel()
-	samples := make([]Sample, 0, len(res.Changes))
-	for _, c := range res.Changes {
-		at, err := f.QuietTracker.WaitFor(waitCtx, c.Key, c.Generation)
-		if err != nil {
+	for i := range res.Changes {
+		c := &res.Changes[i]
+		if c.Reconciled, err = f.QuietTracker.WaitFor(waitCtx, c.Key, c.Generation); err != nil {
 			return nil, err
 		}
-		samples = append(samples, Sample{Value: at.Sub(c.At)})
 	}
-	return samples, nil
+	return res.Latencies(time.Time{}), nil
 }

@@ -1,3 +1,5 @@
+//go:build !race
+
 package bench_test
 
 import (
@@ -16,7 +18,9 @@ import (
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
-// The suite's fleet: a hub running the real operator, and members flooded and quiet.
+// The suite's fleet: a hub running the real operator, and members flooded and
+// quiet. Only the fairness test uses it, so, like that test, it is built only
+// without -race; the race run of this package starts no API server.
 var testFleet *fleet.Fleet
 
 func TestMain(m *testing.M) {
