@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/bench"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -121,8 +121,8 @@ func TestHangingMemberLeavesWorkersToOthers(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	for i := range widgets {
-		createWidget(t, alpha, ns, widgetName(i), 1)
+	if err := bench.CreateWidgets(context.Background(), alpha.Client, ns, "held", widgets, 4); err != nil {
+		t.Fatal(err)
 	}
 
 	g := NewWithT(t)
@@ -138,10 +138,8 @@ func TestHangingMemberLeavesWorkersToOthers(t *testing.T) {
 	hook.releaseAll()
 	g.Eventually(func(g Gomega) {
 		for i := range widgets {
-			key := types.NamespacedName{Namespace: ns, Name: widgetName(i)}
+			key := types.NamespacedName{Namespace: ns, Name: bench.WidgetName("held", i)}
 			g.Expect(deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To[int32](1)))
 		}
 	}, eventually, poll).Should(Succeed())
 }
-
-func widgetName(i int) string { return fmt.Sprintf("held-%02d", i) }
