@@ -30,7 +30,7 @@ help: ## Show the targets.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC under config/.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=widgethub paths=./providers/... paths=./internal/operator/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=widgethub paths=./providers/... paths=./cmd/widgethub/app/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=widgethub-member paths=./reconcilers/... output:rbac:artifacts:config=config/member-rbac
 
 .PHONY: generate
@@ -61,8 +61,8 @@ control-plane: ## Build kube-apiserver and etcd from source into the cache (once
 .PHONY: test
 test: lint verify ## Run all tests against real API servers built from source.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test $(TEST_FLAGS) ./...
-	# The fairness timing test, built only without -race (see internal/bench/fairness_test.go).
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run TestQuietMemberIsServedDuringAFlood ./internal/bench/
+	# The fairness timing test, built only without -race (see cmd/widgethub-bench/fairness_test.go).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run TestQuietMemberIsServedDuringAFlood ./cmd/widgethub-bench/
 
 ##@ Performance
 

@@ -11,4 +11,10 @@
 // as the member and waits, with a bound, for the informers the operator
 // needs. Member.Stop ends it all and closes every connection the member
 // opened, so that members coming and going leave nothing behind.
+//
+// Each Member's Events go through a budget (events.go). The per-member
+// Prometheus metrics (metrics.go, widgethub_member_*) live here too: the
+// provider records health and probes, the Widget reconciler its errors, the
+// Member its dropped Events, and ForgetMetrics removes a member's series when
+// it is unregistered. NewScheme is the scheme of the hub and the members.
 package clusters

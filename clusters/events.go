@@ -4,8 +4,6 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
-
-	"github.com/widgethub/widgethub/internal/metrics"
 )
 
 // The Events a Member's recorders send to its API server: up to EventBurst at
@@ -33,7 +31,7 @@ type budgetedRecorder struct {
 
 func (r budgetedRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if !r.member.events.Allow() {
-		metrics.MemberEventsDropped.WithLabelValues(r.member.name).Inc()
+		MemberEventsDropped.WithLabelValues(r.member.name).Inc()
 		return
 	}
 	r.next.Eventf(regarding, related, eventtype, reason, action, note, args...)

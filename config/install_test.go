@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/internal/operator"
 )
 
 // warnings collects the API server's warning headers (PodSecurity's among them).
@@ -91,7 +91,7 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 
 	// Apply: the namespace for real (a dry run would not make it), the rest
 	// with a server-side dry run, collecting the API server's warnings.
-	f, err := fleet.Start(fleet.Options{Scheme: operator.NewScheme(), HubCRDs: []string{}})
+	f, err := fleet.Start(fleet.Options{Scheme: clusters.NewScheme(), HubCRDs: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 	warned := &warnings{}
 	cfg := rest.CopyConfig(f.Hub.Config)
 	cfg.WarningHandlerWithContext = warned
-	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: clusters.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/internal/plugin"
+	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 )
 
 // widgethub runs `kubectl widgethub ARGS` against the hub, in process, and

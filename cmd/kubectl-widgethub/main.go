@@ -1,6 +1,6 @@
 // Command kubectl-widgethub is the kubectl plugin of widgethub: with it on
 // PATH, `kubectl widgethub join/unjoin/clusters/widgets` manage the members of
-// a hub. See internal/plugin.
+// a hub. See package plugin.
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/widgethub/widgethub/internal/plugin"
+	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 )
 
 func main() {

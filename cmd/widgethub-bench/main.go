@@ -7,6 +7,24 @@
 // other, each in a fresh manager process on the same API servers. A Widget
 // counts as reconciled when a watch of its member sees its
 // status.observedGeneration reach its generation.
+//
+// The parts (each in its own file):
+// A Tracker watches the Widgets of one member with its own informer and
+// records, for every Widget, the first time its status reported each
+// generation (status.observedGeneration): that is when the Widget counts as
+// reconciled. Measuring from outside the manager keeps the measurement the
+// same for any implementation of the controller, and the informer's watch
+// adds the same small delay to each.
+//
+// CreateWidgets and PatchCeiling generate load with several writers;
+// PatchCeiling is the API server's own write ceiling, a plain merge-patch loop
+// that every controller's write rate can be compared with. ReconcilerWrites
+// reads, from the API server's own metrics, how many writes a controller made
+// to the objects it owns. Latencies summarises samples some of which may not
+// have finished when a measurement window closed.
+//
+// The package's own test (fairness_test.go, run by make test) asserts the
+// fairness of the real operator wiring.
 package main
 
 import (
@@ -25,9 +43,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/widgethub/widgethub/internal/bench"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/internal/operator"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
@@ -92,7 +110,7 @@ func main() {
 		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process, and of the flooded API server during each flood, to this directory")
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
 	)
-	opts := operator.DefaultOptions()
+	opts := app.DefaultOptions()
 	flag.Float64Var(&opts.MemberQPS, "member-qps", opts.MemberQPS, "widgethub's --member-qps")
 	flag.IntVar(&opts.MemberBurst, "member-burst", opts.MemberBurst, "widgethub's --member-burst")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "widgethub's --max-concurrent-reconciles")
@@ -147,7 +165,7 @@ type benchmark struct {
 	sizes
 	impls       []string
 	managerArgs []string
-	opts        operator.Options
+	opts        app.Options
 	profileDir  string
 
 	fleet         *fleet.Fleet
@@ -181,7 +199,7 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	// Two members to begin with; scenarios that need more start them, so
 	// that no idle API server takes CPU from the scenarios before them.
 	logf("starting a hub and 2 member API servers")
-	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: operator.NewScheme()})
+	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: clusters.NewScheme()})
 	if err != nil {
 		return err
 	}
@@ -190,14 +208,14 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 			logf("stop fleet: %v", err)
 		}
 	}()
-	logf("fleet up in %s", bench.FormatDuration(time.Since(start)))
-	if b.hub, err = bench.NewClient(b.fleet.Hub.Config, operator.NewScheme()); err != nil {
+	logf("fleet up in %s", FormatDuration(time.Since(start)))
+	if b.hub, err = NewClient(b.fleet.Hub.Config, clusters.NewScheme()); err != nil {
 		return err
 	}
 	if err := b.addClients(b.fleet.Members); err != nil {
 		return err
 	}
-	if err := bench.EnsureNamespace(ctx, b.hub, b.opts.RegistrationNamespace); err != nil {
+	if err := fleet.EnsureNamespace(ctx, b.hub, b.opts.RegistrationNamespace); err != nil {
 		return err
 	}
 	b.hubKubeconfig = filepath.Join(b.logDir, "hub.kubeconfig")
@@ -245,13 +263,13 @@ func (b *benchmark) ensureMembers(n int) error {
 	if err != nil {
 		return err
 	}
-	logf("%d more member API servers up in %s", len(planes), bench.FormatDuration(time.Since(start)))
+	logf("%d more member API servers up in %s", len(planes), FormatDuration(time.Since(start)))
 	return b.addClients(planes)
 }
 
 func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
 	for _, cp := range planes {
-		c, err := bench.NewClient(cp.Config, operator.NewScheme())
+		c, err := NewClient(cp.Config, clusters.NewScheme())
 		if err != nil {
 			return err
 		}

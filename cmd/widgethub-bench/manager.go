@@ -29,7 +29,8 @@ import (
 	mckubeconfig "sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/internal/operator"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
@@ -52,7 +53,7 @@ const (
 // Closing stdin stops the manager.
 
 // runManager runs the manager impl against the hub of kubeconfigPath.
-func runManager(impl, kubeconfigPath, cpuProfileDir string, opts operator.Options) error {
+func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) error {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	if cpuProfileDir != "" {
 		f, err := os.CreateTemp(cpuProfileDir, impl+"-*.pprof")
@@ -72,7 +73,7 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts operator.Option
 	switch impl {
 	case widgethub:
 		opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-		mgr, err = operator.New(cfg, opts)
+		mgr, err = app.New(cfg, opts)
 	case peer:
 		mgr, err = newPeer(cfg, opts.RegistrationNamespace)
 	default:
@@ -124,7 +125,7 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts operator.Option
 // registration Secrets, with its default queue and client settings, driving
 // widgethub's Widget reconciler through multicluster-runtime's builder.
 func newPeer(cfg *rest.Config, namespace string) (mcmanager.Manager, error) {
-	scheme := operator.NewScheme()
+	scheme := clusters.NewScheme()
 	provider := mckubeconfig.New(mckubeconfig.Options{
 		Namespace:             namespace,
 		KubeconfigSecretLabel: kubeconfig.SecretLabel,

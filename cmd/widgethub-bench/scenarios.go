@@ -10,8 +10,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/widgethub/widgethub/internal/bench"
-	"github.com/widgethub/widgethub/internal/operator"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/fleet"
 )
 
 // engage measures the time from a registration Secret's creation to the first
@@ -26,7 +26,7 @@ func (b *benchmark) engage(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var samples []bench.Sample
+		var samples []Sample
 		err = func() error {
 			if err := p.waitReady(ctx); err != nil {
 				return err
@@ -46,7 +46,7 @@ func (b *benchmark) engage(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		median, _ := bench.Percentile(samples, 50)
+		median, _ := Percentile(samples, 50)
 		logf("engage latency, %s: %s", impl, median)
 		b.table.set(rowEngage, impl, median.String(), impl == widgethub && !median.AtLeast && median.Value < 500*time.Millisecond)
 		if err := b.unregisterAll(ctx); err != nil {
@@ -56,53 +56,53 @@ func (b *benchmark) engage(ctx context.Context) error {
 	return nil
 }
 
-func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member, ns, name string) (bench.Sample, error) {
+func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member, ns, name string) (Sample, error) {
 	defer func() {
-		if err := bench.DeleteWidgets(ctx, m.client, ns); err != nil {
+		if err := DeleteWidgets(ctx, m.client, ns); err != nil {
 			logf("clean up %s: %v", ns, err)
 		}
 	}()
-	if err := bench.CreateWidgets(ctx, m.client, ns, "engage", b.EngageWidgets, b.Writers); err != nil {
-		return bench.Sample{}, err
+	if err := fleet.CreateWidgets(ctx, m.client, ns, "engage", b.EngageWidgets, b.Writers); err != nil {
+		return Sample{}, err
 	}
-	tracker, err := bench.NewTracker(ctx, m.Config, operator.NewScheme(), ns)
+	tracker, err := NewTracker(ctx, m.Config, clusters.NewScheme(), ns)
 	if err != nil {
-		return bench.Sample{}, err
+		return Sample{}, err
 	}
 	defer tracker.Stop()
 	if n := tracker.Reconciled(ns); n != 0 {
-		return bench.Sample{}, fmt.Errorf("%d Widgets reconciled before their member was registered", n)
+		return Sample{}, fmt.Errorf("%d Widgets reconciled before their member was registered", n)
 	}
 	window := b.window(p.impl)
 	wctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
 	start := time.Now()
 	if err := b.register(ctx, name, m.Kubeconfig); err != nil {
-		return bench.Sample{}, err
+		return Sample{}, err
 	}
 	at, err := tracker.WaitReconciled(wctx, ns, 1)
-	sample := bench.Sample{Value: at.Sub(start)}
+	sample := Sample{Value: at.Sub(start)}
 	if err != nil {
 		if ctx.Err() != nil || p.impl == widgethub {
-			return bench.Sample{}, err
+			return Sample{}, err
 		}
-		sample = bench.Sample{Value: window, Unfinished: true}
+		sample = Sample{Value: window, Unfinished: true}
 	}
 	if err := b.unregisterAll(ctx); err != nil {
-		return bench.Sample{}, err
+		return Sample{}, err
 	}
 	// Wait for the member to be disengaged before its Widgets go.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		n, err := p.engaged(ctx, []string{name})
 		if err != nil {
-			return bench.Sample{}, err
+			return Sample{}, err
 		}
 		if n == 0 {
 			return sample, nil
 		}
 		if time.Now().After(deadline) {
-			return bench.Sample{}, fmt.Errorf("%s did not disengage %s within a minute", p.impl, name)
+			return Sample{}, fmt.Errorf("%s did not disengage %s within a minute", p.impl, name)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -148,7 +148,7 @@ func (b *benchmark) fairness(ctx context.Context) error {
 func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 	var c [2]float64
 	for i, writers := range []int{1, b.Writers} {
-		rate, err := bench.PatchCeiling(ctx, m.client, "ceiling", writers, b.CeilingFor)
+		rate, err := PatchCeiling(ctx, m.client, "ceiling", writers, b.CeilingFor)
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 		logf("API server ceiling, %d writers: %.0f patches/s", writers, rate)
 	}
 	b.ceiling = append(b.ceiling, c)
-	return bench.DeleteWidgets(ctx, m.client, "ceiling")
+	return DeleteWidgets(ctx, m.client, "ceiling")
 }
 
 // floodRates are a flood's writes/s to the flooded API server: the
@@ -170,23 +170,23 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	const floodNS, quietNS = "flood", "quiet"
 	defer func() {
 		err = errors.Join(err, b.unregisterAll(ctx),
-			bench.DeleteWidgets(ctx, flooded.client, floodNS), bench.DeleteWidgets(ctx, quiet.client, quietNS))
+			DeleteWidgets(ctx, flooded.client, floodNS), DeleteWidgets(ctx, quiet.client, quietNS))
 	}()
-	if err := bench.CreateWidgets(ctx, quiet.client, quietNS, bench.QuietPrefix, b.QuietWidgets, b.Writers); err != nil {
+	if err := fleet.CreateWidgets(ctx, quiet.client, quietNS, QuietPrefix, b.QuietWidgets, b.Writers); err != nil {
 		return rates, err
 	}
-	scheme := operator.NewScheme()
-	floodTracker, err := bench.NewTracker(ctx, flooded.Config, scheme, floodNS)
+	scheme := clusters.NewScheme()
+	floodTracker, err := NewTracker(ctx, flooded.Config, scheme, floodNS)
 	if err != nil {
 		return rates, err
 	}
 	defer floodTracker.Stop()
-	quietTracker, err := bench.NewTracker(ctx, quiet.Config, scheme, quietNS)
+	quietTracker, err := NewTracker(ctx, quiet.Config, scheme, quietNS)
 	if err != nil {
 		return rates, err
 	}
 	defer quietTracker.Stop()
-	writes, err := bench.NewWriteCounter(flooded.Config)
+	writes, err := NewWriteCounter(flooded.Config)
 	if err != nil {
 		return rates, err
 	}
@@ -214,7 +214,7 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return rates, err
 	}
 
-	flood := bench.Flood{
+	flood := Flood{
 		Flooded: flooded.client, Quiet: quiet.client,
 		FloodTracker: floodTracker, QuietTracker: quietTracker,
 		FloodNamespace: floodNS, Widgets: b.FloodWidgets, Writers: b.Writers,
@@ -225,8 +225,8 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	if err != nil {
 		return rates, fmt.Errorf("changes without a flood: %w", err)
 	}
-	bp50, _ := bench.Percentile(baseline, 50)
-	bp99, _ := bench.Percentile(baseline, 99)
+	bp50, _ := Percentile(baseline, 50)
+	bp99, _ := Percentile(baseline, 99)
 	b.table.set(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), false)
 	flood.FirstChange = len(baseline)
 	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
@@ -239,15 +239,15 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return rates, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.Reconciled, b.FloodWidgets, b.window(impl))
 	}
 
-	var patchCalls []bench.Sample
+	var patchCalls []Sample
 	for _, c := range res.Changes {
-		patchCalls = append(patchCalls, bench.Sample{Value: c.Patched.Sub(c.At)})
+		patchCalls = append(patchCalls, Sample{Value: c.Patched.Sub(c.At)})
 	}
-	pp50, _ := bench.Percentile(patchCalls, 50)
-	pp99, _ := bench.Percentile(patchCalls, 99)
+	pp50, _ := Percentile(patchCalls, 50)
+	pp99, _ := Percentile(patchCalls, 99)
 	lat := res.Latencies(res.Start.Add(b.window(impl)))
-	p50, _ := bench.Percentile(lat, 50)
-	p99, _ := bench.Percentile(lat, 99)
+	p50, _ := Percentile(lat, 50)
+	p99, _ := Percentile(lat, 99)
 	b.table.set(rowFairness, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
 		impl == widgethub && !p99.AtLeast && p99.Value < 100*time.Millisecond)
 
@@ -256,15 +256,15 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	writeRate := float64(res.Writes.Controller) / drain.Seconds()
 	allRate := float64(res.Writes.All) / drain.Seconds()
 	if res.Drained.IsZero() {
-		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", bench.FormatDuration(drain), res.Reconciled, b.FloodWidgets, widgetRate), false)
+		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", FormatDuration(drain), res.Reconciled, b.FloodWidgets, widgetRate), false)
 	} else {
-		b.table.set(rowDrain, impl, fmt.Sprintf("%s (%.0f Widgets/s)", bench.FormatDuration(drain), widgetRate), false)
+		b.table.set(rowDrain, impl, fmt.Sprintf("%s (%.0f Widgets/s)", FormatDuration(drain), widgetRate), false)
 	}
 	rates = floodRates{controller: writeRate, all: allRate}
 	if !res.Drained.IsZero() && res.Created.Before(res.End) {
 		rates.onceCreated = float64(res.WritesAfterCreated.Controller) / res.End.Sub(res.Created).Seconds()
 	}
-	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, bench.FormatDuration(drain), writeRate)
+	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, FormatDuration(drain), writeRate)
 	return rates, nil
 }
 
@@ -278,23 +278,23 @@ func (b *benchmark) memory(ctx context.Context) error {
 		return err
 	}
 	servers := b.members[:b.IdleServers]
-	scheme := operator.NewScheme()
-	var trackers []*bench.Tracker
+	scheme := clusters.NewScheme()
+	var trackers []*Tracker
 	defer func() {
 		for _, t := range trackers {
 			t.Stop()
 		}
 		for _, m := range servers {
-			if err := bench.DeleteWidgets(ctx, m.client, ns); err != nil {
+			if err := DeleteWidgets(ctx, m.client, ns); err != nil {
 				logf("clean up: %v", err)
 			}
 		}
 	}()
 	for _, m := range servers {
-		if err := bench.CreateWidgets(ctx, m.client, ns, "idle", b.IdleWidgets, b.Writers); err != nil {
+		if err := fleet.CreateWidgets(ctx, m.client, ns, "idle", b.IdleWidgets, b.Writers); err != nil {
 			return err
 		}
-		t, err := bench.NewTracker(ctx, m.Config, scheme, ns)
+		t, err := NewTracker(ctx, m.Config, scheme, ns)
 		if err != nil {
 			return err
 		}
@@ -327,7 +327,7 @@ func (b *benchmark) memory(ctx context.Context) error {
 }
 
 // warmUp runs widgethub until the Widgets of servers are reconciled.
-func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*bench.Tracker, ns string) (err error) {
+func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*Tracker, ns string) (err error) {
 	p, err := b.startManager(widgethub, "memory-warm-up")
 	if err != nil {
 		return err
@@ -409,22 +409,22 @@ func (b *benchmark) converge(ctx context.Context) error {
 func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 	const ns = "converge"
 	members := b.members[:b.ConvergeMembers]
-	var trackers []*bench.Tracker
+	var trackers []*Tracker
 	defer func() {
 		for _, t := range trackers {
 			t.Stop()
 		}
 		err = errors.Join(err, b.unregisterAll(ctx))
 		for _, m := range members {
-			err = errors.Join(err, bench.DeleteWidgets(ctx, m.client, ns))
+			err = errors.Join(err, DeleteWidgets(ctx, m.client, ns))
 		}
 	}()
-	scheme := operator.NewScheme()
+	scheme := clusters.NewScheme()
 	for i, m := range members {
-		if err := bench.CreateWidgets(ctx, m.client, ns, "converge", b.ConvergeWidgets, b.Writers); err != nil {
+		if err := fleet.CreateWidgets(ctx, m.client, ns, "converge", b.ConvergeWidgets, b.Writers); err != nil {
 			return err
 		}
-		t, err := bench.NewTracker(ctx, m.Config, scheme, ns)
+		t, err := NewTracker(ctx, m.Config, scheme, ns)
 		if err != nil {
 			return err
 		}
@@ -463,13 +463,13 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 			return fmt.Errorf("widgethub reconciled %d of %d Widgets within %s", done, total, window)
 		}
 		took := time.Since(start)
-		b.table.set(rowConverge, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", bench.FormatDuration(window), done, total, float64(done)/took.Seconds()), false)
-		logf("convergence, %s: %d of %d in %s", impl, done, total, bench.FormatDuration(took))
+		b.table.set(rowConverge, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", FormatDuration(window), done, total, float64(done)/took.Seconds()), false)
+		logf("convergence, %s: %d of %d in %s", impl, done, total, FormatDuration(took))
 		return nil
 	}
 	took := last.Sub(start)
-	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", bench.FormatDuration(took), float64(total)/took.Seconds()), false)
-	logf("convergence, %s: %s", impl, bench.FormatDuration(took))
+	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", FormatDuration(took), float64(total)/took.Seconds()), false)
+	logf("convergence, %s: %s", impl, FormatDuration(took))
 	return nil
 }
 
@@ -488,7 +488,7 @@ func (b *benchmark) profileAPIServer(ctx context.Context, m member, name string)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		raw, err := bench.APIServerProfile(ctx, m.Config, apiServerProfileFor)
+		raw, err := APIServerProfile(ctx, m.Config, apiServerProfileFor)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(b.profileDir, name+".pprof"), raw, 0o644)
 		}

@@ -9,11 +9,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/widgethub/widgethub/internal/operator"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 )
 
 func main() {
-	opts := operator.DefaultOptions()
+	opts := app.DefaultOptions()
 	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -27,7 +27,7 @@ func main() {
 		log.Error(err, "Cannot load the hub's kubeconfig")
 		os.Exit(1)
 	}
-	mgr, err := operator.New(cfg, opts)
+	mgr, err := app.New(cfg, opts)
 	if err != nil {
 		log.Error(err, "Cannot set up the manager")
 		os.Exit(1)

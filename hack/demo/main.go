@@ -1,6 +1,13 @@
-// Command demo is `make demo`: a local widgethub fleet to look at (see
-// internal/demo). With --exit-when-ready or DEMO_EXIT_WHEN_READY=1 it exits 0
-// once the sample Widgets are Ready in both members, non-zero otherwise.
+// Command demo is `make demo`: a hub and two members (alpha and beta) as
+// local control planes (internal/fleet), the hub manager in-process
+// (cmd/widgethub/app), both members joined with the kubectl plugin's own code
+// (cmd/kubectl-widgethub/plugin), the sample Widgets of config/samples applied
+// to both, and a stand-in for the Deployment controller, which local control
+// planes do not run, so that the Widgets become Ready. It prints what it does,
+// then the plugin's view of the fleet and the kubeconfig files to explore it
+// with, and keeps the fleet up until it is interrupted. With --exit-when-ready
+// or DEMO_EXIT_WHEN_READY=1 it exits 0 once the sample Widgets are Ready in
+// both members, non-zero otherwise (for tests and CI).
 package main
 
 import (
@@ -11,12 +18,10 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
-
-	"github.com/widgethub/widgethub/internal/demo"
 )
 
 func main() {
-	opts := demo.Options{Out: os.Stdout}
+	opts := Options{Out: os.Stdout}
 	flag.BoolVar(&opts.ExitWhenReady, "exit-when-ready", os.Getenv("DEMO_EXIT_WHEN_READY") == "1",
 		"Exit once every sample Widget is Ready (also DEMO_EXIT_WHEN_READY=1).")
 	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long the Widgets may take to become Ready.")
@@ -27,7 +32,7 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := demo.Run(ctx, opts)
+	err := Run(ctx, opts)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)

@@ -27,7 +27,6 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/internal/metrics"
 )
 
 const (
@@ -208,7 +207,7 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	p.mu.Unlock()
 	for name, r := range regs {
 		r.member.Stop()
-		metrics.Forget(string(name))
+		clusters.ForgetMetrics(string(name))
 	}
 	return nil
 }

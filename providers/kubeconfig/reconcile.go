@@ -16,7 +16,6 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/internal/metrics"
 )
 
 // observation is what one reconcile learned about a member: the Ready
@@ -51,7 +50,7 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err != nil || !secret.DeletionTimestamp.IsZero() {
 		// The MemberCluster goes with the Secret (owner reference).
 		p.disengage(name, log, "registration Secret is gone")
-		metrics.Forget(string(name))
+		clusters.ForgetMetrics(string(name))
 		return reconcile.Result{}, nil
 	}
 
@@ -138,7 +137,7 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 		p.disengage(name, log, "engage failed")
 		return observation{reason: v1alpha1.MemberUnreachableReason, message: err.Error(), err: fmt.Errorf("engage member %q: %w", name, err)}
 	}
-	metrics.MemberEngagedSince.WithLabelValues(string(name)).Set(float64(reg.since.Unix()))
+	clusters.MemberEngagedSince.WithLabelValues(string(name)).Set(float64(reg.since.Unix()))
 	message := fmt.Sprintf("engaged through context %q", cfg.Context)
 	if cfg.Contexts > 1 {
 		message += fmt.Sprintf(" (the current context of %d)", cfg.Contexts)
@@ -156,11 +155,11 @@ func (p *Provider) probe(ctx context.Context, name multicluster.ClusterName, reg
 	start := time.Now()
 	version, err := reg.member.Version(probeCtx)
 	cancel()
-	metrics.MemberProbeDuration.WithLabelValues(string(name)).Observe(time.Since(start).Seconds())
+	clusters.MemberProbeDuration.WithLabelValues(string(name)).Observe(time.Since(start).Seconds())
 	next := reconcile.Result{RequeueAfter: p.opts.ProbeInterval}
 
 	if err != nil {
-		metrics.MemberProbeFailures.WithLabelValues(string(name)).Inc()
+		clusters.MemberProbeFailures.WithLabelValues(string(name)).Inc()
 		reg.failures++
 		reg.lastError = err.Error()
 		if reg.failures < p.opts.FailureThreshold {
@@ -221,6 +220,6 @@ func (p *Provider) disengage(name multicluster.ClusterName, log logr.Logger, why
 		return
 	}
 	r.member.Stop()
-	metrics.MemberEngagedSince.WithLabelValues(string(name)).Set(0)
+	clusters.MemberEngagedSince.WithLabelValues(string(name)).Set(0)
 	log.Info("Disengaged member", "why", why)
 }

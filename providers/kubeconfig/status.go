@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/internal/metrics"
+	"github.com/widgethub/widgethub/clusters"
 )
 
 // probeRefresh is how stale status.lastProbeTime may get before it is
@@ -30,9 +30,9 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 	if obs.ready {
 		ready = 1
 	}
-	metrics.MemberReady.WithLabelValues(name).Set(ready)
+	clusters.MemberReady.WithLabelValues(name).Set(ready)
 	if obs.widgets >= 0 {
-		metrics.MemberWidgets.WithLabelValues(name).Set(float64(obs.widgets))
+		clusters.MemberWidgets.WithLabelValues(name).Set(float64(obs.widgets))
 	}
 
 	mc := &v1alpha1.MemberCluster{}

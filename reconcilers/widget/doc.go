@@ -1,6 +1,6 @@
 // Package widget reconciles Widgets in every engaged member cluster.
 //
-// One controller (see internal/membercontroller) watches Widgets
+// One controller (package reconcilers/controller) watches Widgets
 // and their Deployments on each member and feeds a single workqueue keyed by
 // cluster/namespace/name. For each request the Reconciler reads the Widget and
 // its Deployment from that member's cache, applies the Deployment with

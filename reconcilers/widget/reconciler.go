@@ -12,13 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	mccontroller "sigs.k8s.io/multicluster-runtime/pkg/controller"
 	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -26,8 +24,8 @@ import (
 	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/internal/membercontroller"
-	"github.com/widgethub/widgethub/internal/metrics"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/reconcilers/controller"
 )
 
 // Name of the controller, its field manager and its event reporter.
@@ -54,8 +52,9 @@ type Reconciler struct {
 	Clusters ClusterGetter
 	// MaxConcurrentReconciles is how many requests are reconciled at once.
 	MaxConcurrentReconciles int
-	// NewQueue, when set, builds the controller's shared workqueue.
-	NewQueue func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request]
+	// MaxConcurrentReconcilesPerMember is how many of them one member may hold;
+	// zero means three quarters of MaxConcurrentReconciles.
+	MaxConcurrentReconcilesPerMember int
 }
 
 // SetupWithManager registers the Widget controller; it engages every member the manager engages.
@@ -68,10 +67,10 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		predicate.GenerationChangedPredicate{})
 	deployments := mcsource.Kind[client.Object](&appsv1.Deployment{},
 		mchandler.EnqueueRequestForOwner(&v1alpha1.Widget{}, handler.OnlyControllerOwner()))
-	_, err := membercontroller.New(ControllerName, mgr, mccontroller.Options{
-		Reconciler:              r,
-		MaxConcurrentReconciles: r.MaxConcurrentReconciles,
-		NewQueue:                r.NewQueue,
+	_, err := controller.New(ControllerName, mgr, controller.Options{
+		Reconciler:                       r,
+		MaxConcurrentReconciles:          r.MaxConcurrentReconciles,
+		MaxConcurrentReconcilesPerMember: r.MaxConcurrentReconcilesPerMember,
 		LogConstructor: func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
 				return base
@@ -86,7 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
 	result, err := r.reconcile(ctx, req)
 	if err != nil {
-		metrics.ReconcileErrors.WithLabelValues(string(req.ClusterName)).Inc()
+		clusters.ReconcileErrors.WithLabelValues(string(req.ClusterName)).Inc()
 	}
 	return result, err
 }

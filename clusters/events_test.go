@@ -1,0 +1,63 @@
+package clusters_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/fleet"
+)
+
+// A member's recorders send at most its Event budget to its API server; the
+// rest are dropped and counted, and exactly the Events not counted arrive.
+func TestMemberEventsStayWithinTheBudget(t *testing.T) {
+	const name, ns, sent = "event-budget", "event-budget", 3 * clusters.EventBurst / 2
+	alpha := testMember
+	if err := fleet.EnsureNamespace(context.Background(), alpha.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clusters.RESTConfig(alpha.Kubeconfig, clusters.ConfigOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := clusters.New(name, cfg, clusters.NewScheme(), ctrl.Log.WithName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := member.StartAndSync(context.Background(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(member.Stop)
+	t.Cleanup(func() { clusters.ForgetMetrics(name) })
+
+	recorder := member.GetEventRecorder(name)
+	start := time.Now()
+	for i := range sent {
+		regarding := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: fmt.Sprintf("cm-%03d", i), UID: types.UID(fmt.Sprint("uid-", i)),
+		}}
+		recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "Budget", "Test", "event %d", i)
+	}
+	refilled := int(time.Since(start).Seconds()*clusters.EventsPerSecond) + 1
+	dropped := int(testutil.ToFloat64(clusters.MemberEventsDropped.WithLabelValues(name)))
+	kept := sent - dropped
+	if kept < clusters.EventBurst || kept > clusters.EventBurst+refilled {
+		t.Fatalf("%d of %d Events kept, want the burst of %d plus at most %d refilled", kept, sent, clusters.EventBurst, refilled)
+	}
+	NewWithT(t).Eventually(func() (int, error) {
+		list := &eventsv1.EventList{}
+		err := alpha.Client.List(context.Background(), list, client.InNamespace(ns))
+		return len(list.Items), err
+	}, 30*time.Second, 100*time.Millisecond).Should(Equal(kept), "Events in the member's API server")
+}

@@ -1,0 +1,71 @@
+package clusters
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+const clusterLabel = "cluster"
+
+var (
+	// MemberReady is 1 while the member is engaged and answers its probes, else 0.
+	MemberReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "widgethub_member_ready",
+		Help: "1 when the member is engaged and healthy, 0 otherwise.",
+	}, []string{clusterLabel})
+
+	// MemberEngagedSince is the Unix time the member's current engagement began.
+	MemberEngagedSince = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "widgethub_member_engaged_since_seconds",
+		Help: "Unix time at which the member's current engagement began; 0 when not engaged.",
+	}, []string{clusterLabel})
+
+	// MemberProbeDuration observes each health probe's latency.
+	MemberProbeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "widgethub_member_probe_duration_seconds",
+		Help:    "Latency of the member health probes.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	}, []string{clusterLabel})
+
+	// MemberProbeFailures counts failed health probes.
+	MemberProbeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "widgethub_member_probe_failures_total",
+		Help: "Health probes of the member that failed.",
+	}, []string{clusterLabel})
+
+	// MemberWidgets is how many Widgets the member holds, as last counted.
+	MemberWidgets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "widgethub_member_widgets",
+		Help: "Widgets in the member, as last counted from its cache.",
+	}, []string{clusterLabel})
+
+	// MemberEventsDropped counts the Events not sent to the member because its
+	// Event budget was spent.
+	MemberEventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "widgethub_member_events_dropped_total",
+		Help: "Events for the member dropped because they exceeded its Event budget.",
+	}, []string{clusterLabel})
+
+	// ReconcileErrors counts Widget reconciles that returned an error.
+	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "widgethub_member_reconcile_errors_total",
+		Help: "Widget reconciles in the member that returned an error.",
+	}, []string{clusterLabel})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(MemberReady, MemberEngagedSince, MemberProbeDuration,
+		MemberProbeFailures, MemberWidgets, MemberEventsDropped, ReconcileErrors)
+}
+
+// ForgetMetrics deletes every series of the member called cluster.
+func ForgetMetrics(cluster string) {
+	labels := prometheus.Labels{clusterLabel: cluster}
+	MemberReady.DeletePartialMatch(labels)
+	MemberEngagedSince.DeletePartialMatch(labels)
+	MemberProbeDuration.DeletePartialMatch(labels)
+	MemberProbeFailures.DeletePartialMatch(labels)
+	MemberEventsDropped.DeletePartialMatch(labels)
+	MemberWidgets.DeletePartialMatch(labels)
+	ReconcileErrors.DeletePartialMatch(labels)
+}

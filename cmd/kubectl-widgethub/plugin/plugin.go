@@ -1,0 +1,107 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+const (
+	// userAgent and fieldManager name the plugin to API servers.
+	userAgent    = "kubectl-widgethub"
+	fieldManager = "kubectl-widgethub"
+	// DefaultRequestTimeout bounds every request the plugin makes.
+	DefaultRequestTimeout = 15 * time.Second
+)
+
+var scheme = clusters.NewScheme()
+
+// globals are the flags every command takes: where the hub is.
+type globals struct {
+	kubeconfig            string
+	context               string
+	registrationNamespace string
+	requestTimeout        time.Duration
+	stdout, stderr        io.Writer
+}
+
+func (g *globals) hub() target {
+	return target{role: "hub", kubeconfig: g.kubeconfig, context: g.context, kubeconfigFlag: "--kubeconfig", contextFlag: "--context"}
+}
+
+// loadHub loads the hub and checks that it answers.
+func (g *globals) loadHub() (*cluster, error) {
+	hub, err := g.hub().load(g.requestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return hub, hub.ping()
+}
+
+// Run runs `kubectl widgethub` with args (without the program name) and
+// returns the process exit code. Output goes to stdout, messages and errors
+// to stderr.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "widgethub",
+		Short: "Join member clusters to a widgethub hub and see their Widgets",
+		Long: `kubectl widgethub manages the members of a widgethub hub.
+
+The hub is the cluster of your current kubeconfig context (or --kubeconfig and
+--context). A member joins with the credentials of its admin; the hub then
+reaches it with a ServiceAccount token that can do only what widgethub needs.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 kubeconfig or context problem,
+4 cluster unreachable, 5 already registered, 6 no such registration.`,
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl widgethub"},
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(ExitUsage, "%w", err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "Kubeconfig of the hub (default $KUBECONFIG or ~/.kube/config).")
+	pf.StringVar(&g.context, "context", "", "Context of the hub in that kubeconfig (default its current context).")
+	pf.StringVar(&g.registrationNamespace, "registration-namespace", kubeconfig.DefaultNamespace,
+		"Namespace on the hub that holds the registration Secrets.")
+	pf.DurationVar(&g.requestTimeout, "request-timeout", DefaultRequestTimeout, "Timeout of each request to a cluster.")
+
+	root.AddCommand(joinCommand(g), unjoinCommand(g), clustersCommand(g), widgetsCommand(g))
+	err := root.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
+		err = withCode(ExitUsage, "%w", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+	}
+	return exitCode(err)
+}
+
+// exactlyOneName is the Args check of join and unjoin: one cluster name, a DNS-1123 label.
+func exactlyOneName(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return withCode(ExitUsage, "expected exactly one cluster NAME, got %d arguments", len(args))
+	}
+	return validateName(args[0])
+}
+
+// validateName accepts a cluster name that can name a Secret and appear in a
+// DNS name (kind's NAME-control-plane): a DNS-1123 label.
+func validateName(name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return withCode(ExitUsage, "invalid cluster name %q: %s", name, errs[0])
+	}
+	return nil
+}

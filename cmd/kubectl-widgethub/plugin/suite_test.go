@@ -1,0 +1,98 @@
+package plugin_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
+	"github.com/widgethub/widgethub/internal/fleet"
+)
+
+// The suite's fleet: a hub with the hub CRDs and two members, alpha and beta,
+// without any CRD: join installs the Widget CRD.
+var (
+	testFleet *fleet.Fleet
+	// kubeconfigs are admin kubeconfig files: All has contexts hub, alpha and beta.
+	kubeconfigs *fleet.KubeconfigFiles
+	hubNS       = "widgethub-system"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	f, err := fleet.Start(fleet.Options{Members: []string{"alpha", "beta"}, Scheme: clusters.NewScheme(), MemberCRDs: []string{}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	testFleet = f
+	dir, err := os.MkdirTemp("", "widgethub-plugin-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if kubeconfigs, err = f.WriteKubeconfigs(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}
+	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// result is what one plugin invocation printed and returned.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// run runs the plugin in-process against the suite's hub.
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	// Later flags win: a test's own --kubeconfig or --context replaces these.
+	args = append([]string{"--kubeconfig", kubeconfigs.All, "--context", "hub"}, args...)
+	code := plugin.Run(context.Background(), args, &stdout, &stderr)
+	r := result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	t.Logf("kubectl widgethub %s\n%s", strings.Join(args, " "), r)
+	return r
+}
+
+// mustRun runs the plugin and fails the test unless it exits 0.
+func mustRun(t *testing.T, args ...string) result {
+	t.Helper()
+	r := run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("kubectl widgethub %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// join joins member (of the fleet kubeconfig) as name.
+func join(t *testing.T, name, member string, extra ...string) result {
+	t.Helper()
+	return mustRun(t, append([]string{"join", name, "--member-context", member}, extra...)...)
+}

@@ -1,0 +1,138 @@
+//go:build !race
+
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+const (
+	floodWidgets = 600
+	quietWidgets = 30
+)
+
+// TestQuietMemberIsServedDuringAFlood floods one member with new Widgets and
+// changes single Widgets of another member meanwhile. With one first-in
+// first-out queue, a quiet change waits behind the flood's backlog; with the
+// fair queue it waits for at most one request of the flooded member. The
+// assertions are relative to the flood's own drain time, so a slow machine
+// slows both sides.
+//
+// The file builds only without -race: under the race detector the test
+// process (manager, watchers and writers) is starved of CPU at the flood's
+// start, and the quiet member's goroutines wait seconds to run whatever the
+// queue. `make test` runs it on its own after the -race run.
+func TestQuietMemberIsServedDuringAFlood(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	scheme := clusters.NewScheme()
+	flooded, quiet := testFleet.Member("flooded"), testFleet.Member("quiet")
+	floodedClient := directClient(t, flooded)
+	quietClient := directClient(t, quiet)
+
+	if err := fleet.CreateWidgets(ctx, quietClient, "quiet", QuietPrefix, quietWidgets, 4); err != nil {
+		t.Fatal(err)
+	}
+	floodTracker, err := NewTracker(ctx, flooded.Config, scheme, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer floodTracker.Stop()
+	quietTracker, err := NewTracker(ctx, quiet.Config, scheme, "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quietTracker.Stop()
+
+	for _, m := range []*fleet.ControlPlane{flooded, quiet} {
+		if err := testFleet.Hub.Client.Create(ctx, kubeconfig.NewSecret(kubeconfig.DefaultNamespace, m.Name, m.Kubeconfig)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The quiet member is engaged once its Widgets are reconciled. The
+	// flooded member has no Widget yet: its first one shows its engagement.
+	engageCtx, cancelEngage := context.WithTimeout(ctx, time.Minute)
+	defer cancelEngage()
+	if _, err := quietTracker.WaitReconciled(engageCtx, "quiet", quietWidgets); err != nil {
+		t.Fatalf("quiet member not engaged: %v", err)
+	}
+	if err := fleet.CreateWidgets(ctx, floodedClient, "probe", "probe", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := floodTracker.WaitReconciled(engageCtx, "probe", 1); err != nil {
+		t.Fatalf("flooded member not engaged: %v", err)
+	}
+
+	res, err := Flood{
+		Flooded: floodedClient, Quiet: quietClient,
+		FloodTracker: floodTracker, QuietTracker: quietTracker,
+		FloodNamespace: "flood", Widgets: floodWidgets, Writers: 8,
+		QuietNamespace: "quiet", QuietWidgets: quietWidgets, ChangeEvery: 50 * time.Millisecond,
+		Window: 3 * time.Minute,
+	}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Drained.IsZero() {
+		t.Fatalf("the flood was not reconciled within the window: %d of %d", res.Reconciled, floodWidgets)
+	}
+	drain := res.DrainTime()
+	backlog := floodWidgets - floodTracker.ReconciledBy("flood", res.Created)
+	t.Logf("flood of %d: created in %s, reconciled in %s, %d not reconciled when the last was created; %d quiet changes",
+		floodWidgets, res.Created.Sub(res.Start), drain, backlog, len(res.Changes))
+	// Without a backlog the flood would not compete with the quiet member.
+	if backlog < floodWidgets/5 {
+		t.Fatalf("the flood built a backlog of only %d Widgets; the test measures nothing (raise floodWidgets)", backlog)
+	}
+	if len(res.Changes) < 10 {
+		t.Fatalf("only %d quiet changes during the flood", len(res.Changes))
+	}
+
+	var slowest time.Duration
+	duringBacklog := 0
+	for _, c := range res.Changes {
+		if c.Reconciled.IsZero() {
+			t.Fatalf("quiet change of %s (generation %d) was not reconciled within the window", c.Key, c.Generation)
+		}
+		slowest = max(slowest, c.Reconciled.Sub(c.At))
+		if c.FloodLeft > 0 {
+			duringBacklog++
+		}
+	}
+	lat := res.Latencies(res.End)
+	p50, _ := Percentile(lat, 50)
+	p99, _ := Percentile(lat, 99)
+	t.Logf("quiet change latency p50 %s, p99 %s, max %s; %d of %d reconciled while the flood had a backlog",
+		p50, p99, FormatDuration(slowest), duringBacklog, len(res.Changes))
+	// A first-in first-out queue makes the slowest change wait for the
+	// backlog left when the last Widget of the flood is created, about half
+	// the drain time or more, and the median a tenth of it.
+	if slowest > drain/3 {
+		t.Errorf("the slowest quiet change took %s, more than a third of the flood's drain time %s: the quiet member waited behind the flood",
+			FormatDuration(slowest), FormatDuration(drain))
+	}
+	if p50.Value > drain/20 {
+		t.Errorf("the median quiet change took %s, more than a twentieth of the flood's drain time %s", p50, FormatDuration(drain))
+	}
+	if duringBacklog < len(res.Changes)*9/10 {
+		t.Errorf("only %d of %d quiet changes were reconciled while the flooded member still had unreconciled Widgets",
+			duringBacklog, len(res.Changes))
+	}
+}
+
+func directClient(t *testing.T, cp *fleet.ControlPlane) client.Client {
+	t.Helper()
+	c, err := NewClient(cp.Config, clusters.NewScheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -1,0 +1,66 @@
+//go:build !race
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// The suite's fleet: a hub running the real operator, and members flooded and
+// quiet. Only the fairness test uses it, so, like that test, it is built only
+// without -race; the race run of this package starts no API server.
+var testFleet *fleet.Fleet
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	f, err := fleet.Start(fleet.Options{Members: []string{"flooded", "quiet"}, Scheme: clusters.NewScheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	testFleet = f
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}
+	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	opts := app.DefaultOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	// The flood must build a backlog in the queue, whatever the machine's
+	// speed: the client, not the CPU, holds the flood's reconciles back.
+	opts.MemberQPS, opts.MemberBurst = 50, 50
+	stop, err := app.Start(context.Background(), f.Hub.Config, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		code = 1
+	}
+	return code
+}

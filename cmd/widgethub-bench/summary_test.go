@@ -1,0 +1,72 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	done := func(ns ...int) []Sample {
+		s := make([]Sample, len(ns))
+		for i, n := range ns {
+			s[i] = Sample{Value: ms(n)}
+		}
+		return s
+	}
+	unfinished := func(n int) Sample { return Sample{Value: ms(n), Unfinished: true} }
+	tests := []struct {
+		name    string
+		samples []Sample
+		p       float64
+		want    Quantile
+	}{
+		{"median of odd", done(30, 10, 20), 50, Quantile{Value: ms(20)}},
+		{"median of even is the lower", done(40, 10, 30, 20), 50, Quantile{Value: ms(20)}},
+		{"p99 of 100 is the 99th", done(seq(100)...), 99, Quantile{Value: ms(99)}},
+		{"max", done(5, 7, 6), 100, Quantile{Value: ms(7)}},
+		{"among finished", append(done(10, 20, 30), unfinished(5000)), 50, Quantile{Value: ms(20)}},
+		{"among unfinished is their least lower bound", append(done(10), unfinished(9000), unfinished(4000)), 50, Quantile{Value: ms(4000), AtLeast: true}},
+		{"unfinished rank above a larger finished one", append(done(8000), unfinished(100)), 100, Quantile{Value: ms(100), AtLeast: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Percentile(tc.samples, tc.p)
+			if !ok || got != tc.want {
+				t.Fatalf("Percentile(p%v) = %v (%v), want %v", tc.p, got, ok, tc.want)
+			}
+		})
+	}
+	if _, ok := Percentile(nil, 50); ok {
+		t.Fatal("a percentile of no samples")
+	}
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i + 1
+	}
+	return s
+}
+
+func TestCountWrites(t *testing.T) {
+	metrics := []byte(`# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="APPLY",version="v1"} 40
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="APPLY",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="widgethub.io",resource="widgets",scope="resource",subresource="status",verb="PATCH",version="v1alpha1"} 41
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="widgethub.io",resource="widgets",scope="resource",subresource="",verb="POST",version="v1alpha1"} 100
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="widgethub.io",resource="widgets",scope="resource",subresource="",verb="LIST",version="v1alpha1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="status",verb="PUT",version="v1"} 3
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 80
+apiserver_request_total_other{verb="POST"} 1000
+`)
+	got, err := countWrites(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Writes{Controller: 83, All: 266}); got != want {
+		t.Fatalf("countWrites = %+v, want %+v", got, want)
+	}
+}

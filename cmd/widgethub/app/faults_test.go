@@ -1,0 +1,366 @@
+package app_test
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// hostPort is the host:port of cp's API server.
+func hostPort(t *testing.T, cp *fleet.ControlPlane) string {
+	u, err := url.Parse(cp.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// memberCluster returns the hub's MemberCluster called name.
+func memberCluster(g Gomega, name string) *v1alpha1.MemberCluster {
+	mc := &v1alpha1.MemberCluster{}
+	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: name}, mc)).To(Succeed())
+	return mc
+}
+
+// expectMemberReady waits until name's Ready condition has status and reason,
+// with a message containing each of words.
+func expectMemberReady(t *testing.T, name string, status metav1.ConditionStatus, reason string, words ...string) *v1alpha1.MemberCluster {
+	t.Helper()
+	var mc *v1alpha1.MemberCluster
+	NewWithT(t).Eventually(func(g Gomega) {
+		mc = memberCluster(g, name)
+		ready := readyConditionOf(mc)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(status))
+		g.Expect(ready.Reason).To(Equal(reason), "message: %s", ready.Message)
+		for _, w := range words {
+			g.Expect(ready.Message).To(ContainSubstring(w))
+		}
+	}, eventually, poll).Should(Succeed(), "MemberCluster %s", name)
+	return mc
+}
+
+func readyConditionOf(mc *v1alpha1.MemberCluster) *metav1.Condition {
+	for i := range mc.Status.Conditions {
+		if mc.Status.Conditions[i].Type == v1alpha1.MemberReady {
+			return &mc.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func registerData(t *testing.T, name string, data map[string][]byte) {
+	t.Helper()
+	secret := kubeconfig.NewSecret(hubNS, name, nil)
+	secret.Data = data
+	if err := testFleet.Hub.Client.Create(context.Background(), secret); err != nil {
+		t.Fatalf("create Secret %s: %v", name, err)
+	}
+	t.Cleanup(func() { unregister(t, name) })
+}
+
+func editKubeconfig(t *testing.T, kubeconfig []byte, edit func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo)) []byte {
+	t.Helper()
+	out, err := fleet.EditKubeconfig(kubeconfig, edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tokenKubeconfig is cp's kubeconfig authenticating with token instead of a client certificate.
+func tokenKubeconfig(t *testing.T, cp *fleet.ControlPlane, token string) []byte {
+	credentials.add(token)
+	return editKubeconfig(t, cp.Kubeconfig, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		u.ClientCertificateData, u.ClientKeyData, u.Token = nil, nil, token
+	})
+}
+
+// serviceAccountToken creates a ServiceAccount in cp (bound to clusterRole
+// unless empty) and mints a token for it.
+func serviceAccountToken(t *testing.T, cp *fleet.ControlPlane, name, clusterRole string) string {
+	t.Helper()
+	ctx := context.Background()
+	ensureNamespace(t, cp, "widgethub-system")
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "widgethub-system", Name: name}}
+	if err := cp.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if clusterRole != "" {
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: sa.Namespace, Name: sa.Name}},
+		}
+		if err := cp.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := cp.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("mint token for %s: %v", name, err)
+	}
+	return tr.Status.Token
+}
+
+// installMemberRole installs the member ClusterRole generated from the Widget reconciler's RBAC markers.
+func installMemberRole(t *testing.T, cp *fleet.ControlPlane) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fleet.CRDPaths()[0], "..", "..", "member-rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(data, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Client.Create(context.Background(), role); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// expectReconcilesPromptly changes a Widget in beta and waits for its
+// Deployment to follow: faults elsewhere must not hold healthy members up.
+func expectReconcilesPromptly(t *testing.T, name string, replicas int32) time.Duration {
+	t.Helper()
+	g := NewWithT(t)
+	beta := testFleet.Member("beta")
+	register(t, "beta", beta)
+	key := types.NamespacedName{Namespace: "shop", Name: name}
+	if err := beta.Client.Get(context.Background(), key, &v1alpha1.Widget{}); apierrors.IsNotFound(err) {
+		createWidget(t, beta, key.Namespace, key.Name, replicas)
+	} else {
+		g.Eventually(func(g Gomega) {
+			w := widget(g, beta, key)
+			w.Spec.Replicas = ptr.To(replicas)
+			g.Expect(beta.Client.Update(context.Background(), w)).To(Succeed())
+		}, eventually, poll).Should(Succeed())
+	}
+	start := time.Now()
+	g.Eventually(func(g Gomega) {
+		g.Expect(deployment(g, beta, key).Spec.Replicas).To(Equal(ptr.To(replicas)))
+	}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "a healthy member's change waited behind faulty members")
+	return time.Since(start)
+}
+
+func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
+	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
+
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := refused.Addr().String()
+	_ = refused.Close() // nothing listens there any more
+
+	hanging, err := fleet.NewProxy(hostPort(t, alpha))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hanging.Hang(true)
+	t.Cleanup(hanging.Down)
+
+	betaCA := func() []byte {
+		var ca []byte
+		editKubeconfig(t, beta.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { ca = c.CertificateAuthorityData })
+		return ca
+	}()
+	unprivileged := serviceAccountToken(t, alpha, "no-rights", "")
+
+	cases := []struct {
+		name, reason string
+		data         map[string][]byte
+		words        []string
+	}{
+		{"garbage", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"kubeconfig": []byte("this is not a kubeconfig: [")}, []string{"kubeconfig"}},
+		{"no-key", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"config": alpha.Kubeconfig}, []string{`"kubeconfig" data key`}},
+		{"refused", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
+			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + refusedAddr })}, []string{"connection refused"}},
+		{"hanging", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
+			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + hanging.Addr() })}, nil},
+		{"wrong-ca", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
+			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.CertificateAuthorityData = betaCA })}, []string{"certificate"}},
+		{"bad-token", v1alpha1.MemberUnauthorizedReason, map[string][]byte{"kubeconfig": tokenKubeconfig(t, alpha, "not-a-valid-token-0123456789abcdef")}, []string{"401"}},
+		{"forbidden", v1alpha1.MemberForbiddenReason, map[string][]byte{"kubeconfig": tokenKubeconfig(t, alpha, unprivileged)}, []string{"403"}},
+		{"exec-plugin", v1alpha1.MemberExecPluginRefusedReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
+			func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+				u.ClientCertificateData, u.ClientKeyData = nil, nil
+				u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/true", APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
+			})}, []string{"exec"}},
+	}
+	for _, tc := range cases {
+		registerData(t, "fault-"+tc.name, tc.data)
+	}
+	// A healthy member goes on reconciling while all of them are being tried.
+	took := expectReconcilesPromptly(t, "unbothered", 2)
+	t.Logf("healthy member reconciled a change in %s while faulty registrations were tried", took)
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mc := expectMemberReady(t, "fault-"+tc.name, metav1.ConditionFalse, tc.reason, tc.words...)
+			if leaked := credentials.foundIn(readyConditionOf(mc).Message); len(leaked) > 0 {
+				t.Fatalf("the status message reveals a credential: %s", readyConditionOf(mc).Message)
+			}
+			g := NewWithT(t)
+			owner := metav1.GetControllerOf(mc)
+			g.Expect(owner).NotTo(BeNil())
+			g.Expect(owner.Kind).To(Equal("Secret"))
+			g.Expect(owner.Name).To(Equal("fault-" + tc.name))
+		})
+	}
+	took = expectReconcilesPromptly(t, "unbothered", 3)
+	t.Logf("healthy member reconciled a change in %s after the faults settled", took)
+
+	// The Secret carries an Event for the transition.
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(secretEventReasons(g, "fault-refused")).To(ContainElement(v1alpha1.MemberUnreachableReason))
+	}, eventually, poll).Should(Succeed())
+}
+
+func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
+	g := NewWithT(t)
+	bare := testFleet.Member("bare")
+	registerData(t, "bare", map[string][]byte{"kubeconfig": bare.Kubeconfig})
+	expectMemberReady(t, "bare", metav1.ConditionFalse, v1alpha1.MemberWidgetCRDMissingReason, "Widget")
+
+	if _, err := envtest.InstallCRDs(bare.Config, envtest.CRDInstallOptions{Paths: fleet.CRDPaths()}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	mc := expectMemberReady(t, "bare", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	t.Logf("engaged %s after the CRD appeared", time.Since(start).Round(time.Millisecond))
+	g.Expect(mc.Status.KubernetesVersion).To(Equal("v1.36.3"))
+
+	key := types.NamespacedName{Namespace: "shop", Name: "late"}
+	createWidget(t, bare, key.Namespace, key.Name, 1)
+	g.Eventually(func(g Gomega) { deployment(g, bare, key) }, eventually, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(memberCluster(g, "bare").Status.Widgets).To(Equal(int32(1))) }, eventually, poll).Should(Succeed())
+}
+
+func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
+	g := NewWithT(t)
+	gamma := testFleet.Member("gamma")
+	proxy, err := fleet.NewProxy(hostPort(t, gamma))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Down)
+	registerData(t, "flaky", map[string][]byte{"kubeconfig": editKubeconfig(t, gamma.Kubeconfig,
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() })})
+	expectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := types.NamespacedName{Namespace: "shop", Name: "outage"}
+	createWidget(t, gamma, key.Namespace, key.Name, 1)
+	g.Eventually(func(g Gomega) { deployment(g, gamma, key) }, eventually, poll).Should(Succeed())
+
+	down := time.Now()
+	proxy.Down()
+	expectMemberReady(t, "flaky", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	toUnreachable := time.Since(down)
+
+	// A change made while the member is away.
+	g.Eventually(func(g Gomega) {
+		w := widget(g, gamma, key)
+		w.Spec.Replicas = ptr.To[int32](3)
+		g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
+	}, eventually, poll).Should(Succeed())
+
+	if err := proxy.Up(); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	expectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	toReady := time.Since(up)
+	g.Eventually(func(g Gomega) {
+		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](3)))
+	}, eventually, poll).Should(Succeed(), "the change made during the outage was lost")
+	toReconciled := time.Since(up)
+
+	t.Logf("member death -> Unreachable: %s; return -> Ready: %s; return -> missed change reconciled: %s",
+		toUnreachable.Round(time.Millisecond), toReady.Round(time.Millisecond), toReconciled.Round(time.Millisecond))
+	g.Expect(toUnreachable).To(BeNumerically("<", 30*time.Second), "Unreachable must show within 30s")
+	g.Expect(toReady).To(BeNumerically("<", 10*time.Second), "Ready must show within 10s of the return")
+}
+
+func TestRotatedTokenLosesNoChange(t *testing.T) {
+	g := NewWithT(t)
+	gamma := testFleet.Member("gamma")
+	installMemberRole(t, gamma)
+	first := serviceAccountToken(t, gamma, "widgethub", "widgethub-member")
+	registerData(t, "rotating", map[string][]byte{"kubeconfig": tokenKubeconfig(t, gamma, first)})
+	expectMemberReady(t, "rotating", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := types.NamespacedName{Namespace: "shop", Name: "rotor"}
+	createWidget(t, gamma, key.Namespace, key.Name, 1)
+	g.Eventually(func(g Gomega) { deployment(g, gamma, key) }, eventually, poll).Should(Succeed())
+
+	// Rotate the token and change the Widget at the same moment.
+	second := serviceAccountToken(t, gamma, "widgethub", "widgethub-member")
+	g.Expect(first).NotTo(Equal(second))
+	secret := &corev1.Secret{}
+	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "rotating"}, secret)).To(Succeed())
+	secret.Data[kubeconfig.SecretKey] = tokenKubeconfig(t, gamma, second)
+	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
+	w := widget(g, gamma, key)
+	w.Spec.Replicas = ptr.To[int32](2)
+	g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](2)))
+	}, eventually, poll).Should(Succeed())
+	expectMemberReady(t, "rotating", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	w = widget(g, gamma, key)
+	w.Spec.Replicas = ptr.To[int32](4)
+	g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](4)))
+	}, eventually, poll).Should(Succeed())
+}
+
+func TestRegisterUnregisterCyclesLeaveNoGoroutine(t *testing.T) {
+	g := NewWithT(t)
+	gamma := testFleet.Member("gamma")
+	before := takeGoroutineSnapshot()
+	for i := range 20 {
+		register(t, "cycler", gamma)
+		expectMemberReady(t, "cycler", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+		unregister(t, "cycler")
+		g.Eventually(func() bool {
+			err := testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "cycler"}, &corev1.Secret{})
+			return apierrors.IsNotFound(err)
+		}, eventually, poll).Should(BeTrue(), "cycle %d", i)
+	}
+	expectNoneLeftSince(t, before)
+}
+
+// secretEventReasons lists the reasons of the hub Events about a registration Secret.
+func secretEventReasons(g Gomega, secret string) []string {
+	list := &corev1.EventList{}
+	g.Expect(testFleet.Hub.Client.List(context.Background(), list, client.InNamespace(hubNS))).To(Succeed())
+	var reasons []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Secret" && e.InvolvedObject.Name == secret {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	return reasons
+}

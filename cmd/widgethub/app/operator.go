@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/reconcilers/controller"
+	"github.com/widgethub/widgethub/reconcilers/widget"
+)
+
+// LeaderElectionID names the Lease that elects the active hub manager.
+const LeaderElectionID = "widgethub.widgethub.io"
+
+// DefaultMaxConcurrentReconciles suits an I/O-bound reconciler: workers mostly wait on member API servers.
+const DefaultMaxConcurrentReconciles = 32
+
+// Options are the manager's settings; BindFlags exposes them as flags.
+type Options struct {
+	RegistrationNamespace   string
+	MetricsBindAddress      string
+	HealthProbeBindAddress  string
+	LeaderElection          bool
+	MemberQPS               float64
+	MemberBurst             int
+	MemberSyncTimeout       time.Duration
+	MaxConcurrentReconciles int
+	// MaxConcurrentReconcilesPerMember bounds one member's share of the
+	// workers; zero means three quarters of MaxConcurrentReconciles.
+	MaxConcurrentReconcilesPerMember int
+	AllowCredentialPlugins           bool
+	ProbeInterval                    time.Duration
+	ProbeTimeout                     time.Duration
+	ProbeFailureThreshold            int
+	// GracefulShutdownTimeout bounds how long runnables get to stop.
+	GracefulShutdownTimeout time.Duration
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		RegistrationNamespace:   kubeconfig.DefaultNamespace,
+		MetricsBindAddress:      ":8080",
+		HealthProbeBindAddress:  ":8081",
+		MemberQPS:               clusters.DefaultQPS,
+		MemberBurst:             clusters.DefaultBurst,
+		MemberSyncTimeout:       kubeconfig.DefaultSyncTimeout,
+		MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
+		ProbeInterval:           kubeconfig.DefaultProbeInterval,
+		ProbeTimeout:            kubeconfig.DefaultProbeTimeout,
+		ProbeFailureThreshold:   kubeconfig.DefaultFailureThreshold,
+		GracefulShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// BindFlags registers the options as flags on fs, with o's values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.RegistrationNamespace, "registration-namespace", o.RegistrationNamespace,
+		"Namespace on the hub that holds member registration Secrets (label "+kubeconfig.SecretLabel+"=true, key "+kubeconfig.SecretKey+").")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		"Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		"Address the /healthz and /readyz endpoints bind to.")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection,
+		"Elect one active manager through a Lease in the registration namespace.")
+	fs.Float64Var(&o.MemberQPS, "member-qps", o.MemberQPS, "Queries per second to each member API server.")
+	fs.IntVar(&o.MemberBurst, "member-burst", o.MemberBurst, "Burst of queries to each member API server.")
+	fs.DurationVar(&o.MemberSyncTimeout, "member-sync-timeout", o.MemberSyncTimeout,
+		"How long a member's caches may take to sync before its engagement is retried.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles,
+		"Widget reconciles run at once across all members.")
+	fs.IntVar(&o.MaxConcurrentReconcilesPerMember, "max-concurrent-reconciles-per-member", o.MaxConcurrentReconcilesPerMember,
+		"Widget reconciles of one member run at once, so that a busy or hung member leaves workers to the others; 0 means three quarters of --max-concurrent-reconciles.")
+	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "Time between health probes of each engaged member.")
+	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "Bound on one health probe (and on the checks before a member is engaged).")
+	fs.IntVar(&o.ProbeFailureThreshold, "probe-failure-threshold", o.ProbeFailureThreshold,
+		"Failed probes in a row after which a member is reported Unreachable.")
+	fs.BoolVar(&o.AllowCredentialPlugins, "allow-credential-plugins", o.AllowCredentialPlugins,
+		"Allow registration kubeconfigs with exec or auth-provider sections (they run programs inside the hub).")
+}
+
+// Leader election and hub Events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=widgethub-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=widgethub-system,resources=events,verbs=create;patch
+
+// New builds the hub manager for the hub at cfg with every controller registered.
+func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
+	scheme := clusters.NewScheme()
+	provider := kubeconfig.New(kubeconfig.Options{
+		Namespace: opts.RegistrationNamespace,
+		Scheme:    scheme,
+		Config: clusters.ConfigOptions{
+			QPS:                    float32(opts.MemberQPS),
+			Burst:                  opts.MemberBurst,
+			AllowCredentialPlugins: opts.AllowCredentialPlugins,
+			UserAgent:              "widgethub",
+		},
+		SyncTimeout:      opts.MemberSyncTimeout,
+		WatchedObjects:   []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
+		ProbeInterval:    opts.ProbeInterval,
+		ProbeTimeout:     opts.ProbeTimeout,
+		FailureThreshold: opts.ProbeFailureThreshold,
+	})
+	shutdown := opts.GracefulShutdownTimeout
+	mgr, err := mcmanager.New(cfg, provider, manager.Options{
+		Scheme:                  scheme,
+		Cache:                   kubeconfig.SecretCacheOptions(opts.RegistrationNamespace),
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: opts.RegistrationNamespace,
+		GracefulShutdownTimeout: &shutdown,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add readyz check: %w", err)
+	}
+	if err := provider.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up kubeconfig provider: %w", err)
+	}
+	widgets := &widget.Reconciler{
+		MaxConcurrentReconciles:          opts.MaxConcurrentReconciles,
+		MaxConcurrentReconcilesPerMember: opts.MaxConcurrentReconcilesPerMember,
+	}
+	if err := widgets.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up widget controller: %w", err)
+	}
+	return mgr, nil
+}
+
+// ReconcilesPerMember is MaxConcurrentReconcilesPerMember with its default applied:
+// how many Widget reconciles of one member run at once.
+func (o Options) ReconcilesPerMember() int {
+	return controller.PerMember(o.MaxConcurrentReconciles, o.MaxConcurrentReconcilesPerMember)
+}
+
+// Start builds the hub manager for cfg and runs it in the background until
+// ctx ends or the returned stop is called; stop waits for the manager to end
+// (up to GracefulShutdownTimeout and half a minute more) and returns its error.
+func Start(ctx context.Context, cfg *rest.Config, opts Options) (stop func() error, err error) {
+	mgr, err := New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(opts.GracefulShutdownTimeout + 30*time.Second):
+			return errors.New("the manager did not stop in time")
+		}
+	}, nil
+}

@@ -1,0 +1,330 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+const (
+	eventually = 30 * time.Second
+	poll       = 100 * time.Millisecond
+	quietFor   = 3 * time.Second
+)
+
+// register creates or updates the registration Secret name with member's kubeconfig.
+func register(t *testing.T, name string, member *fleet.ControlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	secret := kubeconfig.NewSecret(hubNS, name, member.Kubeconfig)
+	err := testFleet.Hub.Client.Create(ctx, secret)
+	if apierrors.IsAlreadyExists(err) {
+		current := &corev1.Secret{}
+		if err := testFleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(secret), current); err != nil {
+			t.Fatal(err)
+		}
+		current.Data = secret.Data
+		err = testFleet.Hub.Client.Update(ctx, current)
+	}
+	if err != nil {
+		t.Fatalf("register %s: %v", name, err)
+	}
+}
+
+func unregister(t *testing.T, name string) {
+	t.Helper()
+	secret := kubeconfig.NewSecret(hubNS, name, nil)
+	if err := testFleet.Hub.Client.Delete(context.Background(), secret); client.IgnoreNotFound(err) != nil {
+		t.Fatalf("unregister %s: %v", name, err)
+	}
+}
+
+func ensureNamespace(t *testing.T, cp *fleet.ControlPlane, name string) {
+	t.Helper()
+	if err := fleet.EnsureNamespace(context.Background(), cp.Client, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createWidget(t *testing.T, cp *fleet.ControlPlane, ns, name string, replicas int32) *v1alpha1.Widget {
+	t.Helper()
+	ensureNamespace(t, cp, ns)
+	w := &v1alpha1.Widget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.WidgetSpec{Replicas: ptr.To(replicas)},
+	}
+	if err := cp.Client.Create(context.Background(), w); err != nil {
+		t.Fatalf("create widget %s/%s in %s: %v", ns, name, cp.Name, err)
+	}
+	return w
+}
+
+// deployment returns the member's Deployment for key, failing g when it is missing.
+func deployment(g Gomega, cp *fleet.ControlPlane, key types.NamespacedName) *appsv1.Deployment {
+	d := &appsv1.Deployment{}
+	g.Expect(cp.Client.Get(context.Background(), key, d)).To(Succeed())
+	return d
+}
+
+func widget(g Gomega, cp *fleet.ControlPlane, key types.NamespacedName) *v1alpha1.Widget {
+	w := &v1alpha1.Widget{}
+	g.Expect(cp.Client.Get(context.Background(), key, w)).To(Succeed())
+	return w
+}
+
+// setAvailable plays the Deployment controller's part: it reports n available replicas.
+func setAvailable(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, n int32) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		d := deployment(g, cp, key)
+		d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = n, n, n, n
+		d.Status.ObservedGeneration = d.Generation
+		g.Expect(cp.Client.Status().Update(context.Background(), d)).To(Succeed())
+	}, eventually, poll).Should(Succeed())
+}
+
+func readyCondition(w *v1alpha1.Widget) *metav1.Condition {
+	return meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WidgetReady)
+}
+
+func TestRegisteredMembersGetDeploymentsIndependently(t *testing.T) {
+	g := NewWithT(t)
+	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
+	register(t, "alpha", alpha)
+	register(t, "beta", beta)
+
+	key := types.NamespacedName{Namespace: "shop", Name: "cart"}
+	createWidget(t, alpha, key.Namespace, key.Name, 2)
+	createWidget(t, beta, key.Namespace, key.Name, 3)
+
+	for _, c := range []struct {
+		member   *fleet.ControlPlane
+		replicas int32
+	}{{alpha, 2}, {beta, 3}} {
+		g.Eventually(func(g Gomega) {
+			w := widget(g, c.member, key)
+			d := deployment(g, c.member, key)
+			g.Expect(d.Spec.Replicas).To(Equal(ptr.To(c.replicas)), "member %s", c.member.Name)
+			g.Expect(d.Spec.Template.Spec.Containers).To(HaveLen(1))
+			g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(v1alpha1.DefaultWidgetImage))
+			g.Expect(d.Labels).To(Equal(map[string]string{
+				"app.kubernetes.io/name":       "widget",
+				"app.kubernetes.io/instance":   "cart",
+				"app.kubernetes.io/managed-by": "widgethub",
+			}))
+			owner := metav1.GetControllerOf(d)
+			g.Expect(owner).NotTo(BeNil())
+			g.Expect(owner.UID).To(Equal(w.UID))
+			g.Expect(owner.Kind).To(Equal("Widget"))
+			g.Expect(d.ManagedFields).To(ContainElement(HaveField("Manager", "widgethub")))
+
+			g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
+			g.Expect(w.Status.AvailableReplicas).To(BeZero())
+			ready := readyCondition(w)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready.Reason).To(Equal(v1alpha1.WidgetProgressingReason))
+		}, eventually, poll).Should(Succeed())
+	}
+
+	// Only alpha's Deployment becomes available: only alpha's Widget turns Ready.
+	setAvailable(t, alpha, key, 2)
+	g.Eventually(func(g Gomega) {
+		w := widget(g, alpha, key)
+		g.Expect(w.Status.AvailableReplicas).To(Equal(int32(2)))
+		g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(readyCondition(w).Reason).To(Equal(v1alpha1.WidgetAvailableReason))
+	}, eventually, poll).Should(Succeed())
+	w := widget(g, beta, key)
+	g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionFalse))
+}
+
+func TestWidgetFollowsSpecAndDeployment(t *testing.T) {
+	g := NewWithT(t)
+	alpha := testFleet.Member("alpha")
+	register(t, "alpha", alpha)
+	key := types.NamespacedName{Namespace: "shop", Name: "scaler"}
+	createWidget(t, alpha, key.Namespace, key.Name, 1)
+	var firstUID types.UID
+	g.Eventually(func(g Gomega) {
+		firstUID = deployment(g, alpha, key).UID
+	}, eventually, poll).Should(Succeed())
+
+	// A changed spec.replicas reaches the Deployment.
+	g.Eventually(func(g Gomega) {
+		w := widget(g, alpha, key)
+		w.Spec.Replicas = ptr.To(int32(4))
+		g.Expect(alpha.Client.Update(context.Background(), w)).To(Succeed())
+	}, eventually, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To(int32(4))))
+	}, eventually, poll).Should(Succeed())
+
+	// A deleted Deployment comes back.
+	g.Expect(alpha.Client.Delete(context.Background(), deployment(g, alpha, key))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		d := deployment(g, alpha, key)
+		g.Expect(d.UID).NotTo(Equal(firstUID))
+		g.Expect(d.Spec.Replicas).To(Equal(ptr.To(int32(4))))
+	}, eventually, poll).Should(Succeed())
+
+	// Deployment status drives the Widget's status, both ways.
+	setAvailable(t, alpha, key, 4)
+	g.Eventually(func(g Gomega) {
+		w := widget(g, alpha, key)
+		g.Expect(w.Status.AvailableReplicas).To(Equal(int32(4)))
+		g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionTrue))
+	}, eventually, poll).Should(Succeed())
+	setAvailable(t, alpha, key, 3)
+	g.Eventually(func(g Gomega) {
+		w := widget(g, alpha, key)
+		g.Expect(w.Status.AvailableReplicas).To(Equal(int32(3)))
+		g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(readyCondition(w).Message).To(Equal("3/4 replicas available"))
+	}, eventually, poll).Should(Succeed())
+}
+
+// counterSum adds up the counter family's series whose label has value.
+func counterSum(g Gomega, family, label, value string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	var total float64
+	for _, f := range families {
+		if f.GetName() != family {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// widgetReconciles is how many Widget reconciles the manager has finished.
+func widgetReconciles(g Gomega) float64 {
+	return counterSum(g, "controller_runtime_reconcile_total", "controller", "widget")
+}
+
+func TestSharedQueueReportsMetrics(t *testing.T) {
+	g := NewWithT(t)
+	before := counterSum(g, "widgethub_workqueue_adds_total", "name", "widget")
+	alpha := testFleet.Member("alpha")
+	register(t, "alpha", alpha)
+	createWidget(t, alpha, "shop", "counted", 1)
+	g.Eventually(func() float64 {
+		return counterSum(g, "widgethub_workqueue_adds_total", "name", "widget")
+	}, eventually, poll).Should(BeNumerically(">", before))
+}
+
+func TestUnchangedWidgetWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	beta := testFleet.Member("beta")
+	register(t, "beta", beta)
+	key := types.NamespacedName{Namespace: "shop", Name: "steady"}
+	createWidget(t, beta, key.Namespace, key.Name, 1)
+	g.Eventually(func(g Gomega) { deployment(g, beta, key) }, eventually, poll).Should(Succeed())
+	setAvailable(t, beta, key, 1)
+	g.Eventually(func(g Gomega) {
+		g.Expect(readyCondition(widget(g, beta, key)).Status).To(Equal(metav1.ConditionTrue))
+	}, eventually, poll).Should(Succeed())
+
+	// Touch the Deployment without changing what widgethub owns: that
+	// triggers a reconcile, which must write neither object.
+	before := widgetReconciles(g)
+	d := deployment(g, beta, key)
+	d.Annotations = map[string]string{"example.com/touched": "yes"}
+	g.Expect(beta.Client.Update(context.Background(), d)).To(Succeed())
+	deployRV := d.ResourceVersion
+	widgetRV := widget(g, beta, key).ResourceVersion
+	g.Eventually(func() float64 { return widgetReconciles(g) }, eventually, poll).Should(BeNumerically(">", before))
+	g.Consistently(func(g Gomega) {
+		g.Expect(deployment(g, beta, key).ResourceVersion).To(Equal(deployRV))
+		g.Expect(widget(g, beta, key).ResourceVersion).To(Equal(widgetRV))
+	}, quietFor, poll).Should(Succeed())
+}
+
+func TestNegativeReplicasAreRejected(t *testing.T) {
+	alpha := testFleet.Member("alpha")
+	ensureNamespace(t, alpha, "shop")
+	w := &v1alpha1.Widget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "negative"},
+		Spec:       v1alpha1.WidgetSpec{Replicas: ptr.To(int32(-1))},
+	}
+	err := alpha.Client.Create(context.Background(), w)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("creating a Widget with replicas -1: got %v, want an Invalid error", err)
+	}
+}
+
+func TestChangedKubeconfigMovesTheEngagement(t *testing.T) {
+	g := NewWithT(t)
+	alpha, gamma := testFleet.Member("alpha"), testFleet.Member("gamma")
+	register(t, "alpha", alpha)
+	moved := types.NamespacedName{Namespace: "shop", Name: "moved"}
+	createWidget(t, gamma, moved.Namespace, moved.Name, 1)
+	g.Consistently(func() bool {
+		return apierrors.IsNotFound(gamma.Client.Get(context.Background(), moved, &appsv1.Deployment{}))
+	}, quietFor, poll).Should(BeTrue(), "gamma is not registered yet")
+
+	// Registration "alpha" now points at gamma's API server.
+	register(t, "alpha", gamma)
+	g.Eventually(func(g Gomega) { deployment(g, gamma, moved) }, eventually, poll).Should(Succeed())
+
+	// alpha's API server is no longer served under that name.
+	left := types.NamespacedName{Namespace: "shop", Name: "left-behind"}
+	createWidget(t, alpha, left.Namespace, left.Name, 1)
+	g.Consistently(func() bool {
+		return apierrors.IsNotFound(alpha.Client.Get(context.Background(), left, &appsv1.Deployment{}))
+	}, quietFor, poll).Should(BeTrue())
+
+	// Pointing it back re-engages alpha, and the Widget made meanwhile is reconciled.
+	register(t, "alpha", alpha)
+	g.Eventually(func(g Gomega) { deployment(g, alpha, left) }, eventually, poll).Should(Succeed())
+}
+
+func TestDeletedSecretDisengagesTheMember(t *testing.T) {
+	g := NewWithT(t)
+	gamma := testFleet.Member("gamma")
+	// None of the goroutines the member starts may outlive it.
+	before := takeGoroutineSnapshot()
+
+	register(t, "temporary", gamma)
+	key := types.NamespacedName{Namespace: "shop", Name: "ephemeral"}
+	createWidget(t, gamma, key.Namespace, key.Name, 1)
+	g.Eventually(func(g Gomega) {
+		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To(int32(1))))
+	}, eventually, poll).Should(Succeed())
+
+	unregister(t, "temporary")
+	// Wait until the member is gone for the manager: a change is not acted on.
+	g.Eventually(func(g Gomega) {
+		w := widget(g, gamma, key)
+		w.Spec.Replicas = ptr.To(*w.Spec.Replicas + 1)
+		g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
+		g.Consistently(func(g Gomega) {
+			g.Expect(deployment(g, gamma, key).Spec.Replicas).NotTo(Equal(w.Spec.Replicas))
+		}, quietFor, poll).Should(Succeed())
+	}, eventually, poll).Should(Succeed())
+
+	expectNoneLeftSince(t, before)
+}

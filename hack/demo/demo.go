@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
+	"github.com/widgethub/widgethub/config"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// Members are the demo's member clusters.
+var Members = []string{"alpha", "beta"}
+
+// SampleNamespace is where the sample Widgets go in each member.
+const SampleNamespace = "default"
+
+// Options of a demo run.
+type Options struct {
+	// Out receives the progress lines and the plugin's output.
+	Out io.Writer
+	// ExitWhenReady ends the run once every sample Widget is Ready, instead
+	// of waiting for the context to end.
+	ExitWhenReady bool
+	// ReadyTimeout bounds the wait for Ready Widgets.
+	ReadyTimeout time.Duration
+	// MetricsBindAddress of the manager; "0" disables metrics.
+	MetricsBindAddress string
+}
+
+// Run runs the demo until ctx ends (or until the Widgets are Ready with
+// ExitWhenReady). It needs KUBEBUILDER_ASSETS, as the tests do.
+func Run(ctx context.Context, opts Options) (err error) {
+	start := time.Now()
+	say := func(format string, args ...any) {
+		fmt.Fprintf(opts.Out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	dir, err := os.MkdirTemp("", "widgethub-demo-")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	logPath := filepath.Join(dir, "manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, logFile.Close()) }()
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+
+	say("starting a hub and members %s as local control planes (kube-apiserver + etcd)...", strings.Join(Members, ", "))
+	// The members start without the Widget CRD: join installs it.
+	f, err := fleet.Start(fleet.Options{Members: Members, Scheme: clusters.NewScheme(), MemberCRDs: []string{}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping the control planes")
+		err = errors.Join(err, f.Stop())
+	}()
+	files, err := f.WriteKubeconfigs(dir)
+	if err != nil {
+		return err
+	}
+	say("control planes up: hub %s, %s", f.Hub.Config.Host, memberHosts(f))
+	if err := f.Hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}); err != nil {
+		return fmt.Errorf("create the registration namespace: %w", err)
+	}
+
+	stopManager, err := startManager(ctx, f, opts.MetricsBindAddress)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping the manager")
+		err = errors.Join(err, stopManager())
+	}()
+	say("manager running in-process on the hub (log: %s)", logPath)
+
+	kubectl := func(args ...string) error {
+		fmt.Fprintf(opts.Out, "$ kubectl widgethub %s\n", strings.Join(args, " "))
+		full := append([]string{"--kubeconfig", files.All, "--context", f.Hub.Name}, args...)
+		if code := plugin.Run(ctx, full, opts.Out, opts.Out); code != plugin.ExitOK {
+			return fmt.Errorf("kubectl widgethub %s: exit code %d", strings.Join(args, " "), code)
+		}
+		fmt.Fprintln(opts.Out)
+		return nil
+	}
+	for _, m := range Members {
+		say("joining %s with the kubectl plugin:", m)
+		if err := kubectl("join", m, "--member-context", m); err != nil {
+			return err
+		}
+	}
+
+	samples, err := applySamples(ctx, f)
+	if err != nil {
+		return err
+	}
+	say("applied the sample Widgets %s (config/samples) in namespace %s of %s", strings.Join(samples, ", "), SampleNamespace, strings.Join(Members, " and "))
+	go playDeploymentController(ctx, f)
+	say("standing in for the Deployment controller: Deployments report their replicas available")
+
+	if err := waitReady(ctx, f, samples, opts.ReadyTimeout, say); err != nil {
+		return err
+	}
+	waitMemberClusters(ctx, f, int32(len(samples)))
+	if err := kubectl("clusters"); err != nil {
+		return err
+	}
+	if err := kubectl("widgets", "-A"); err != nil {
+		return err
+	}
+	printTryIt(opts.Out, files)
+	if opts.ExitWhenReady {
+		say("every sample Widget is Ready; exiting as asked (--exit-when-ready)")
+		return nil
+	}
+	say("the fleet stays up until Ctrl+C")
+	<-ctx.Done()
+	fmt.Fprintln(opts.Out)
+	return nil
+}
+
+func memberHosts(f *fleet.Fleet) string {
+	var parts []string
+	for _, m := range f.Members {
+		parts = append(parts, m.Name+" "+m.Config.Host)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// startManager runs the hub manager on f's hub and returns its stop function.
+func startManager(ctx context.Context, f *fleet.Fleet, metrics string) (func() error, error) {
+	opts := app.DefaultOptions()
+	opts.MetricsBindAddress = metrics
+	if opts.MetricsBindAddress == "" {
+		opts.MetricsBindAddress = "0"
+	}
+	opts.HealthProbeBindAddress = "0"
+	opts.MemberSyncTimeout = 15 * time.Second
+	// Probe often, so that MemberCluster status follows the demo closely.
+	opts.ProbeInterval = time.Second
+	opts.GracefulShutdownTimeout = 10 * time.Second
+	return app.Start(ctx, f.Hub.Config, opts)
+}
+
+// applySamples creates the sample Widgets in every member and returns their names.
+func applySamples(ctx context.Context, f *fleet.Fleet) ([]string, error) {
+	files, err := config.Samples()
+	if err != nil {
+		return nil, err
+	}
+	var widgets []*v1alpha1.Widget
+	for _, name := range slices.Sorted(mapKeys(files)) {
+		w := &v1alpha1.Widget{}
+		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(files[name]), 4096).Decode(w); err != nil {
+			return nil, fmt.Errorf("sample %s: %w", name, err)
+		}
+		w.Namespace = SampleNamespace
+		widgets = append(widgets, w)
+	}
+	var names []string
+	for _, w := range widgets {
+		names = append(names, w.Name)
+		for _, m := range f.Members {
+			if err := m.Client.Create(ctx, w.DeepCopy()); err != nil {
+				return nil, fmt.Errorf("create sample Widget %s in %s: %w", w.Name, m.Name, err)
+			}
+		}
+	}
+	return names, nil
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// playDeploymentController does the part of kube-controller-manager that the
+// Widgets wait for: every Deployment reports its replicas updated, ready and
+// available, for its current generation.
+func playDeploymentController(ctx context.Context, f *fleet.Fleet) {
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, m := range f.Members {
+			var list appsv1.DeploymentList
+			if err := m.Client.List(ctx, &list); err != nil {
+				continue
+			}
+			for i := range list.Items {
+				d := &list.Items[i]
+				want := int32(1)
+				if d.Spec.Replicas != nil {
+					want = *d.Spec.Replicas
+				}
+				s := appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: want,
+					UpdatedReplicas: want, ReadyReplicas: want, AvailableReplicas: want}
+				if d.Status.ObservedGeneration == s.ObservedGeneration && d.Status.AvailableReplicas == want && d.Status.Replicas == want {
+					continue
+				}
+				d.Status = s
+				// A conflict is retried on the next tick.
+				_ = m.Client.Status().Update(ctx, d)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// waitReady waits until every sample Widget in every member is Ready for its
+// current generation, reporting progress when it changes.
+func waitReady(ctx context.Context, f *fleet.Fleet, samples []string, timeout time.Duration, say func(string, ...any)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		var parts []string
+		all := true
+		for _, m := range f.Members {
+			ready := 0
+			for _, name := range samples {
+				w := &v1alpha1.Widget{}
+				err := m.Client.Get(ctx, client.ObjectKey{Namespace: SampleNamespace, Name: name}, w)
+				if err == nil && w.Status.ObservedGeneration == w.Generation &&
+					meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.WidgetReady) {
+					ready++
+				}
+			}
+			all = all && ready == len(samples)
+			parts = append(parts, fmt.Sprintf("%s %d/%d", m.Name, ready, len(samples)))
+		}
+		if progress := strings.Join(parts, ", "); progress != last {
+			say("Ready Widgets: %s", progress)
+			last = progress
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sample Widgets not Ready after %s (%s): see the manager log", timeout, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitMemberClusters gives the hub a few seconds to report every member
+// Ready with its sample Widgets counted, so that `clusters` shows a settled
+// fleet. It prints nothing: `clusters` shows whatever state the hub reached.
+func waitMemberClusters(ctx context.Context, f *fleet.Fleet, widgets int32) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var list v1alpha1.MemberClusterList
+		if err := f.Hub.Client.List(ctx, &list, client.InNamespace(kubeconfig.DefaultNamespace)); err != nil {
+			return
+		}
+		settled := 0
+		for _, mc := range list.Items {
+			if meta.IsStatusConditionTrue(mc.Status.Conditions, v1alpha1.MemberReady) && mc.Status.Widgets == widgets {
+				settled++
+			}
+		}
+		if settled == len(f.Members) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func printTryIt(out io.Writer, files *fleet.KubeconfigFiles) {
+	fmt.Fprintf(out, `The fleet is yours to explore. Admin kubeconfigs (deleted when the demo ends):
+  %s   contexts hub, alpha, beta (current: hub)
+`, files.All)
+	for _, name := range slices.Sorted(mapKeys(files.Each)) {
+		fmt.Fprintf(out, "  %s\n", files.Each[name])
+	}
+	fmt.Fprintf(out, `In another terminal:
+  export KUBECONFIG=%s
+  kubectl --context alpha get widgets,deployments
+  kubectl --context beta scale widget cart --replicas 3
+  kubectl -n widgethub-system get secrets,memberclusters
+  make build-plugin && PATH=$PWD/bin:$PATH kubectl widgethub widgets -A
+
+`, files.All)
+}

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
+
+	"github.com/widgethub/widgethub/reconcilers/controller/fairqueue"
+)
+
+// Controller reconciles requests from every engaged member through one queue.
+type Controller struct {
+	crcontroller.TypedController[mcreconcile.Request]
+
+	sources []mcsource.Source
+
+	mu      sync.Mutex
+	engaged map[multicluster.ClusterName]*engagement
+}
+
+type engagement struct {
+	cluster cluster.Cluster
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+var _ mcmanager.Runnable = (*Controller)(nil)
+
+// Options configure a Controller.
+type Options struct {
+	// Reconciler is called with the requests of every member.
+	Reconciler reconcile.TypedReconciler[mcreconcile.Request]
+	// MaxConcurrentReconciles is the number of workers, shared by all members.
+	MaxConcurrentReconciles int
+	// MaxConcurrentReconcilesPerMember is how many of them one member may hold
+	// at once; zero means three quarters of MaxConcurrentReconciles.
+	MaxConcurrentReconcilesPerMember int
+	// LogConstructor returns the logger of a request (nil: the controller's own).
+	LogConstructor func(*mcreconcile.Request) logr.Logger
+}
+
+// PerMember is how many of total workers one member may hold: perMember when
+// set, else three quarters of total (at least one).
+func PerMember(total, perMember int) int {
+	if perMember > 0 {
+		return perMember
+	}
+	return max(1, total*3/4)
+}
+
+// New builds a controller named name whose sources are started on each member
+// the manager engages, and adds it to mgr. Its queue is the shared fair queue
+// (package fairqueue) with each member bounded as opts say, and reports its
+// measurements as widgethub_workqueue_* metrics.
+func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.Source) (*Controller, error) {
+	perMember := PerMember(opts.MaxConcurrentReconciles, opts.MaxConcurrentReconcilesPerMember)
+	inner, err := crcontroller.NewTypedUnmanaged(name, crcontroller.TypedOptions[mcreconcile.Request]{
+		Reconciler:              opts.Reconciler,
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		LogConstructor:          opts.LogConstructor,
+		NewQueue: func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+			return fairqueue.NewWithOptions(fairqueue.Options{
+				Name: name, RateLimiter: rl, MetricsProvider: queueMetricsProvider{}, MaxInFlightPerMember: perMember,
+			})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		TypedController: inner,
+		sources:         sources,
+		engaged:         map[multicluster.ClusterName]*engagement{},
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("add controller %q: %w", name, err)
+	}
+	return c, nil
+}
+
+// Engage starts the controller's sources on cl until ctx ends. Engaging the
+// same cluster again is a no-op; engaging another cluster under the same
+// name replaces the old engagement.
+func (c *Controller) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
+	c.mu.Lock()
+	if old, ok := c.engaged[name]; ok {
+		if old.cluster == cl && old.ctx.Err() == nil {
+			c.mu.Unlock()
+			return nil
+		}
+		old.cancel()
+	}
+	engCtx, cancel := context.WithCancel(ctx)
+	e := &engagement{cluster: cl, ctx: engCtx, cancel: cancel}
+	c.engaged[name] = e
+	c.mu.Unlock()
+	context.AfterFunc(engCtx, func() { c.forget(name, e) })
+
+	for _, s := range c.sources {
+		src, ok, err := s.ForCluster(name, cl)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("source for cluster %q: %w", name, err)
+		}
+		if !ok {
+			continue
+		}
+		if err := c.Watch(within(engCtx, src)); err != nil {
+			cancel()
+			return fmt.Errorf("watch cluster %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Controller) forget(name multicluster.ClusterName, e *engagement) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.engaged[name] == e {
+		delete(c.engaged, name)
+	}
+}
+
+// within runs src until the engagement context or the controller's context
+// ends, whichever comes first, without a goroutine waiting on either.
+func within(engCtx context.Context, src source.TypedSource[mcreconcile.Request]) source.TypedSource[mcreconcile.Request] {
+	return source.TypedFunc[mcreconcile.Request](func(ctrlCtx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
+		ctx, cancel := context.WithCancel(engCtx)
+		stop := context.AfterFunc(ctrlCtx, cancel)
+		context.AfterFunc(ctx, func() { stop() })
+		return src.Start(ctx, q)
+	})
+}
