@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,37 +53,22 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 		// clientcmd's decode errors can quote the input; say only what failed.
 		return nil, fmt.Errorf("%w: not a kubeconfig document", ErrInvalidKubeconfig)
 	}
-	if len(raw.Contexts) == 0 {
-		return nil, fmt.Errorf("%w: no contexts", ErrInvalidKubeconfig)
+	cur, err := CurrentContext(raw)
+	if err != nil {
+		return nil, err
 	}
-	name := raw.CurrentContext
-	if name == "" {
-		if len(raw.Contexts) > 1 {
-			return nil, fmt.Errorf("%w: %d contexts and no current-context", ErrInvalidKubeconfig, len(raw.Contexts))
-		}
-		for n := range raw.Contexts {
-			name = n
-		}
-	}
-	kctx, ok := raw.Contexts[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: current-context %q does not exist", ErrInvalidKubeconfig, name)
-	}
-	if _, ok := raw.Clusters[kctx.Cluster]; !ok {
-		return nil, fmt.Errorf("%w: context %q names cluster %q, which does not exist", ErrInvalidKubeconfig, name, kctx.Cluster)
-	}
-	if auth, ok := raw.AuthInfos[kctx.AuthInfo]; ok && !opts.AllowCredentialPlugins {
-		if err := refusePlugins(auth); err != nil {
+	name := cur.Name
+	if cur.User != nil && !opts.AllowCredentialPlugins {
+		if err := refusePlugins(cur.User); err != nil {
 			return nil, fmt.Errorf("context %q: %w", name, err)
 		}
 	}
-	if raw.Clusters[kctx.Cluster].Server == "" {
-		return nil, fmt.Errorf("%w: cluster %q has no server", ErrInvalidKubeconfig, kctx.Cluster)
+	if cur.Cluster.Server == "" {
+		return nil, fmt.Errorf("%w: context %q names a cluster with no server", ErrInvalidKubeconfig, name)
 	}
-
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("%w: context %q: %s", ErrInvalidKubeconfig, name, redact(err))
+		return nil, fmt.Errorf("%w: context %q: %s", ErrInvalidKubeconfig, name, FirstLine(err))
 	}
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	if cfg.QPS == 0 {
@@ -100,6 +86,42 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 	return &Config{REST: cfg, Context: name, Contexts: len(raw.Contexts)}, nil
 }
 
+// Context is a kubeconfig context with the cluster and user it names.
+type Context struct {
+	Name    string
+	Cluster *clientcmdapi.Cluster
+	// User is nil when the context names no user.
+	User *clientcmdapi.AuthInfo
+}
+
+// CurrentContext resolves raw's current context: the one current-context
+// names, or the only one when it names none. Its errors wrap
+// ErrInvalidKubeconfig and quote names, never credentials.
+func CurrentContext(raw *clientcmdapi.Config) (Context, error) {
+	name := raw.CurrentContext
+	if name == "" {
+		switch len(raw.Contexts) {
+		case 0:
+			return Context{}, fmt.Errorf("%w: no contexts", ErrInvalidKubeconfig)
+		case 1:
+			for n := range raw.Contexts {
+				name = n
+			}
+		default:
+			return Context{}, fmt.Errorf("%w: %d contexts and no current-context", ErrInvalidKubeconfig, len(raw.Contexts))
+		}
+	}
+	kctx, ok := raw.Contexts[name]
+	if !ok || kctx == nil {
+		return Context{}, fmt.Errorf("%w: current-context %q does not exist", ErrInvalidKubeconfig, name)
+	}
+	cluster, ok := raw.Clusters[kctx.Cluster]
+	if !ok || cluster == nil {
+		return Context{}, fmt.Errorf("%w: context %q names cluster %q, which does not exist", ErrInvalidKubeconfig, name, kctx.Cluster)
+	}
+	return Context{Name: name, Cluster: cluster, User: raw.AuthInfos[kctx.AuthInfo]}, nil
+}
+
 func refusePlugins(auth *clientcmdapi.AuthInfo) error {
 	switch {
 	case auth.Exec != nil:
@@ -110,14 +132,9 @@ func refusePlugins(auth *clientcmdapi.AuthInfo) error {
 	return nil
 }
 
-// redact keeps the first line of a client-go config error: later lines of
-// some of them quote file content.
-func redact(err error) string {
-	msg := err.Error()
-	for i, r := range msg {
-		if r == '\n' {
-			return msg[:i]
-		}
-	}
+// FirstLine is the first line of err's message: later lines of some
+// client-go config errors quote file content.
+func FirstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return msg
 }

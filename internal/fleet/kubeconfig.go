@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/widgethub/widgethub/clusters"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -49,13 +50,13 @@ func (cp *ControlPlane) namedKubeconfig() (*clientcmdapi.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig of %q: %w", cp.Name, err)
 	}
-	kctx, ok := raw.Contexts[raw.CurrentContext]
-	if !ok {
-		return nil, fmt.Errorf("admin kubeconfig of %q has no current context", cp.Name)
+	cur, err := clusters.CurrentContext(raw)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig of %q: %w", cp.Name, err)
 	}
 	out := clientcmdapi.NewConfig()
-	out.Clusters[cp.Name] = raw.Clusters[kctx.Cluster]
-	out.AuthInfos[cp.Name] = raw.AuthInfos[kctx.AuthInfo]
+	out.Clusters[cp.Name] = cur.Cluster
+	out.AuthInfos[cp.Name] = cur.User
 	out.Contexts[cp.Name] = &clientcmdapi.Context{Cluster: cp.Name, AuthInfo: cp.Name}
 	out.CurrentContext = cp.Name
 	return out, nil

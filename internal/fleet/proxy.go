@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/widgethub/widgethub/clusters"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -112,10 +113,13 @@ func EditKubeconfig(kubeconfig []byte, edit func(cluster *clientcmdapi.Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	ctx := cfg.Contexts[cfg.CurrentContext]
-	if ctx == nil || cfg.Clusters[ctx.Cluster] == nil || cfg.AuthInfos[ctx.AuthInfo] == nil {
-		return nil, fmt.Errorf("kubeconfig has no complete current context")
+	cur, err := clusters.CurrentContext(cfg)
+	if err != nil {
+		return nil, err
 	}
-	edit(cfg.Clusters[ctx.Cluster], cfg.AuthInfos[ctx.AuthInfo])
+	if cur.User == nil {
+		return nil, fmt.Errorf("kubeconfig's current context %q has no user", cur.Name)
+	}
+	edit(cur.Cluster, cur.User)
 	return clientcmd.Write(*cfg)
 }
