@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
@@ -96,14 +97,14 @@ func serverOf(doc []byte) string {
 	if err != nil {
 		return "<invalid kubeconfig>"
 	}
-	kctx, ok := raw.Contexts[raw.CurrentContext]
-	if !ok {
+	cur, err := clusters.CurrentContext(raw)
+	if err != nil {
 		return "<no current context>"
 	}
-	if c, ok := raw.Clusters[kctx.Cluster]; ok && c.Server != "" {
-		return c.Server
+	if cur.Cluster.Server == "" {
+		return "<no server>"
 	}
-	return "<no server>"
+	return cur.Cluster.Server
 }
 
 func newTable(out io.Writer, header ...string) *tabwriter.Writer {

@@ -160,6 +160,15 @@ func TestErrors(t *testing.T) {
 	if err := clientcmd.WriteToFile(*raw, down); err != nil {
 		t.Fatal(err)
 	}
+	all, err := clientcmd.LoadFromFile(kubeconfigs.All)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all.CurrentContext = ""
+	noCurrent := filepath.Join(dir, "no-current.kubeconfig")
+	if err := clientcmd.WriteToFile(*all, noCurrent); err != nil {
+		t.Fatal(err)
+	}
 	empty := filepath.Join(dir, "empty.kubeconfig")
 	if err := os.WriteFile(empty, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -185,7 +194,9 @@ func TestErrors(t *testing.T) {
 			`member "gamma": context "nope" not found in kubeconfig ` + kubeconfigs.All + " (contexts: alpha, beta, hub)"},
 		{"missing hub context", []string{"clusters", "--context", "nope"}, plugin.ExitKubeconfig, `hub: context "nope" not found`},
 		{"missing member kubeconfig", []string{"join", "gamma", "--member-kubeconfig", filepath.Join(dir, "absent")}, plugin.ExitKubeconfig, "cannot read kubeconfig"},
-		{"no current context", []string{"join", "gamma", "--member-kubeconfig", empty}, plugin.ExitKubeconfig, "has no current context; pass --member-context"},
+		{"no contexts", []string{"join", "gamma", "--member-kubeconfig", empty}, plugin.ExitKubeconfig, "no contexts; pass --member-context (contexts: none)"},
+		{"no current context", []string{"join", "gamma", "--member-kubeconfig", noCurrent}, plugin.ExitKubeconfig,
+			"3 contexts and no current-context; pass --member-context (contexts: alpha, beta, hub)"},
 		{"unreachable member", []string{"join", "gamma", "--member-kubeconfig", down}, plugin.ExitUnreachable,
 			`member "gamma": cannot reach the API server at https://127.0.0.1:1`},
 		{"unreachable hub", []string{"clusters", "--kubeconfig", down, "--context", "alpha"}, plugin.ExitUnreachable, "hub: cannot reach the API server"},

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -28,10 +27,10 @@ const kindFromContext = "<from context>"
 
 type joinOptions struct {
 	*globals
-	memberKubeconfig, memberContext string
-	server, kind                    string
-	overwrite                       bool
-	tokenTTL                        time.Duration
+	member       memberFlags
+	server, kind string
+	overwrite    bool
+	tokenTTL     time.Duration
 }
 
 func joinCommand(g *globals) *cobra.Command {
@@ -61,8 +60,7 @@ address inside kind's Docker network) or --server.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), args[0]) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "Kubeconfig with admin credentials for the member (default: the hub's --kubeconfig, else $KUBECONFIG or ~/.kube/config).")
-	f.StringVar(&o.memberContext, "member-context", "", "Context of the member in that kubeconfig (default its current context).")
+	o.member.addFlags(f, "")
 	f.StringVar(&o.server, "server", "", "API server address the hub uses to reach the member (default: the member kubeconfig's server).")
 	f.StringVar(&o.kind, "kind", "", "The member is a kind cluster: the hub reaches it at https://CLUSTER-control-plane:6443 (CLUSTER from a kind-CLUSTER context, else NAME).")
 	f.Lookup("kind").NoOptDefVal = kindFromContext
@@ -72,7 +70,23 @@ address inside kind's Docker network) or --server.`,
 }
 
 func (o *joinOptions) run(ctx context.Context, name string) error {
-	if o.memberKubeconfig == "" && o.memberContext == "" {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	j, err := o.preflight(ctx, name)
+	if err != nil {
+		return err
+	}
+	token, err := o.installInMember(ctx, j)
+	if err != nil {
+		return err
+	}
+	return o.registerOnHub(ctx, j, token)
+}
+
+// validate checks the flags before any cluster is contacted.
+func (o *joinOptions) validate() error {
+	if !o.member.set() {
 		return withCode(ExitUsage, "join needs the member: pass --member-kubeconfig and/or --member-context")
 	}
 	if o.server != "" && o.kind != "" {
@@ -81,80 +95,99 @@ func (o *joinOptions) run(ctx context.Context, name string) error {
 	if o.tokenTTL < 10*time.Minute {
 		return withCode(ExitUsage, "--token-ttl %s is shorter than the API server's minimum of 10m", o.tokenTTL)
 	}
-	out := o.stdout
+	return nil
+}
+
+// joining is what preflight found: both clusters, answering, and the
+// registration that join replaces (nil when NAME is new).
+type joining struct {
+	name        string
+	hub, member *cluster
+	// server is the address the hub will use for the member.
+	server   string
+	existing *corev1.Secret
+}
+
+// preflight checks, before anything is written, that both clusters answer,
+// that the registration namespace exists on the hub and that NAME is free
+// (or --overwrite is set).
+func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, error) {
 	hub, err := o.loadHub()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	memberRole := fmt.Sprintf("member %q", name)
-	member, err := target{role: memberRole, kubeconfig: cmp.Or(o.memberKubeconfig, o.kubeconfig), context: o.memberContext,
-		kubeconfigFlag: "--member-kubeconfig", contextFlag: "--member-context"}.load(o.requestTimeout)
+	member, err := o.loadMember(name, o.member)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := member.ping(); err != nil {
-		return err
-	}
-	server := o.memberServer(name, member)
 	if member.config.Insecure {
-		fmt.Fprintf(o.stderr, "warning: %s: the member kubeconfig skips TLS verification, and so will the hub\n", memberRole)
+		fmt.Fprintf(o.stderr, "warning: %s: the member kubeconfig skips TLS verification, and so will the hub\n", member.role)
 	}
-
-	// Check the hub before touching the member.
 	existing, err := o.registration(ctx, hub, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if existing != nil && !o.overwrite {
-		return withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",
+		return nil, withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",
 			name, o.registrationNamespace, name)
 	}
+	return &joining{name: name, hub: hub, member: member, server: o.memberServer(name, member), existing: existing}, nil
+}
 
-	fmt.Fprintf(out, "%s: joining context %q (%s), Kubernetes %s\n", memberRole, member.context, member.config.Host, member.version)
-	if err := installCRD(ctx, member.client); err != nil {
-		return fmt.Errorf("%s: %w", memberRole, err)
+// installInMember installs the Widget CRD, the namespace, the ServiceAccount
+// and its RBAC in the member, and mints the hub's token.
+func (o *joinOptions) installInMember(ctx context.Context, j *joining) (token string, err error) {
+	out, m := o.stdout, j.member
+	fmt.Fprintf(out, "%s: joining context %q (%s), Kubernetes %s\n", m.role, m.context, m.config.Host, m.version)
+	if err := installCRD(ctx, m.client); err != nil {
+		return "", fmt.Errorf("%s: %w", m.role, err)
 	}
-	fmt.Fprintf(out, "%s: Widget CRD %s installed\n", memberRole, WidgetCRDName)
-	created, err := ensureNamespace(ctx, member.client)
+	fmt.Fprintf(out, "%s: Widget CRD %s installed\n", m.role, WidgetCRDName)
+	created, err := ensureNamespace(ctx, m.client)
 	if err != nil {
-		return fmt.Errorf("%s: %w", memberRole, err)
+		return "", fmt.Errorf("%s: %w", m.role, err)
 	}
 	if created {
-		fmt.Fprintf(out, "%s: namespace %s created\n", memberRole, MemberNamespace)
+		fmt.Fprintf(out, "%s: namespace %s created\n", m.role, MemberNamespace)
 	}
 	objs, err := memberObjects()
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, obj := range objs {
-		if err := apply(ctx, member.client, obj); err != nil {
-			return fmt.Errorf("%s: apply %T %s: %w", memberRole, obj, obj.GetName(), err)
+		if err := apply(ctx, m.client, obj); err != nil {
+			return "", fmt.Errorf("%s: apply %T %s: %w", m.role, obj, obj.GetName(), err)
 		}
 	}
 	fmt.Fprintf(out, "%s: ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s applied\n",
-		memberRole, MemberNamespace, MemberServiceAccount, MemberClusterRole)
-	token, expires, err := mintToken(ctx, member.client, o.tokenTTL)
+		m.role, MemberNamespace, MemberServiceAccount, MemberClusterRole)
+	token, expires, err := mintToken(ctx, m.client, o.tokenTTL)
 	if err != nil {
-		return fmt.Errorf("%s: %w", memberRole, err)
+		return "", fmt.Errorf("%s: %w", m.role, err)
 	}
-	fmt.Fprintf(out, "%s: token minted for the hub, valid until %s\n", memberRole, expires.UTC().Format(time.RFC3339))
+	fmt.Fprintf(out, "%s: token minted for the hub, valid until %s\n", m.role, expires.UTC().Format(time.RFC3339))
+	return token, nil
+}
 
-	doc, err := registrationKubeconfig(name, member.config, server, token)
+// registerOnHub builds the registration kubeconfig, checks that its token can
+// list Widgets in the member, and writes the registration Secret.
+func (o *joinOptions) registerOnHub(ctx context.Context, j *joining, token string) error {
+	doc, err := registrationKubeconfig(j.name, j.member.config, j.server, token)
 	if err != nil {
-		return fmt.Errorf("%s: build the registration kubeconfig: %w", memberRole, err)
+		return fmt.Errorf("%s: build the registration kubeconfig: %w", j.member.role, err)
 	}
-	if err := verify(ctx, doc, member.config.Host, o.requestTimeout); err != nil {
-		return fmt.Errorf("%s: the new credentials do not work yet, nothing was registered on the hub: %w", memberRole, err)
+	if err := verify(ctx, doc, j.member.config.Host, o.requestTimeout); err != nil {
+		return fmt.Errorf("%s: the new credentials do not work yet, nothing was registered on the hub: %w", j.member.role, err)
 	}
-	if err := o.register(ctx, hub, name, doc, existing); err != nil {
+	if err := o.register(ctx, j.hub, j.name, doc, j.existing); err != nil {
 		return err
 	}
 	verb := "registered"
-	if existing != nil {
+	if j.existing != nil {
 		verb = "re-registered"
 	}
-	fmt.Fprintf(out, "hub: %s %q as Secret %s/%s; the hub reaches it at %s\n", verb, name, o.registrationNamespace, name, server)
-	fmt.Fprintf(out, "Check it with: kubectl widgethub clusters\n")
+	fmt.Fprintf(o.stdout, "hub: %s %q as Secret %s/%s; the hub reaches it at %s\n", verb, j.name, o.registrationNamespace, j.name, j.server)
+	fmt.Fprintf(o.stdout, "Check it with: kubectl widgethub clusters\n")
 	return nil
 }
 

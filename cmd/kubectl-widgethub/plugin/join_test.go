@@ -41,7 +41,7 @@ var discoveryRule = rbacv1.PolicyRule{
 // generatedMemberRules reads config/member-rbac/role.yaml from disk.
 func generatedMemberRules(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "member-rbac", "role.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "member-rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,15 @@ func TestJoinCreatesLeastPrivilege(t *testing.T) {
 		t.Errorf("bindings of the ServiceAccount = %v, want only ClusterRoleBinding/%s", got, plugin.MemberClusterRole)
 	}
 
-	// What the operator needs is allowed; the rest is not.
+	checkAccessReviews(t, c)
+	checkOperatorRequests(t, alpha, c)
+}
+
+// checkAccessReviews asks the member, as c, what it may do: what the operator
+// needs is allowed; the rest is not.
+func checkAccessReviews(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
 	for _, tc := range []struct {
 		attrs authorizationv1.ResourceAttributes
 		allow bool
@@ -186,10 +194,16 @@ func TestJoinCreatesLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	// Real requests, as the operator makes them.
-	ensureNamespace(t, alpha, "shop")
+}
+
+// checkOperatorRequests makes, as c, real requests of the operator in cp, and
+// some it must not be able to make.
+func checkOperatorRequests(t *testing.T, cp *fleet.ControlPlane, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	ensureNamespace(t, cp, "shop")
 	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "perm"}}
-	if err := alpha.Client.Create(ctx, w); err != nil {
+	if err := cp.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.List(ctx, &v1alpha1.WidgetList{}); err != nil {

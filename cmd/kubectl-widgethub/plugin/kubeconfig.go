@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/widgethub/widgethub/clusters"
 )
 
 // target names a cluster by kubeconfig file and context; empty fields mean
@@ -49,15 +51,16 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	}
 	raw, err := rules.Load()
 	if err != nil {
-		return nil, withCode(ExitKubeconfig, "%s: cannot read kubeconfig %s: %s", t.role, source, firstLine(err))
+		return nil, withCode(ExitKubeconfig, "%s: cannot read kubeconfig %s: %s", t.role, source, clusters.FirstLine(err))
 	}
 	name := t.context
 	if name == "" {
-		name = raw.CurrentContext
-	}
-	if name == "" {
-		return nil, withCode(ExitKubeconfig, "%s: kubeconfig %s has no current context; pass %s (contexts: %s)",
-			t.role, source, t.contextFlag, contextNames(raw))
+		cur, err := clusters.CurrentContext(raw)
+		if err != nil {
+			return nil, withCode(ExitKubeconfig, "%s: kubeconfig %s: %s; pass %s (contexts: %s)",
+				t.role, source, err, t.contextFlag, contextNames(raw))
+		}
+		name = cur.Name
 	}
 	if _, ok := raw.Contexts[name]; !ok {
 		return nil, withCode(ExitKubeconfig, "%s: context %q not found in kubeconfig %s (contexts: %s)",
@@ -65,7 +68,7 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, rules).ClientConfig()
 	if err != nil {
-		return nil, withCode(ExitKubeconfig, "%s: context %q of kubeconfig %s: %s", t.role, name, source, firstLine(err))
+		return nil, withCode(ExitKubeconfig, "%s: context %q of kubeconfig %s: %s", t.role, name, source, clusters.FirstLine(err))
 	}
 	cfg.Timeout = timeout
 	cfg.UserAgent = userAgent
@@ -86,6 +89,15 @@ func contextNames(raw *clientcmdapi.Config) string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, ", ")
+}
+
+// connect loads the target and checks that it answers.
+func (t target) connect(timeout time.Duration) (*cluster, error) {
+	c, err := t.load(timeout)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.ping()
 }
 
 // ping asks the API server for its version: the cheapest request that proves
@@ -122,12 +134,5 @@ func describeNetError(err error) string {
 	if errors.As(err, &nerr) && nerr.Timeout() {
 		return "timed out: " + err.Error()
 	}
-	return firstLine(err)
-}
-
-// firstLine keeps the first line of an error: later lines of some client-go
-// config errors quote file content.
-func firstLine(err error) string {
-	msg, _, _ := strings.Cut(err.Error(), "\n")
-	return msg
+	return clusters.FirstLine(err)
 }

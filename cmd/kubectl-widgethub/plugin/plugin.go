@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/widgethub/widgethub/clusters"
@@ -39,11 +41,28 @@ func (g *globals) hub() target {
 
 // loadHub loads the hub and checks that it answers.
 func (g *globals) loadHub() (*cluster, error) {
-	hub, err := g.hub().load(g.requestTimeout)
-	if err != nil {
-		return nil, err
-	}
-	return hub, hub.ping()
+	return g.hub().connect(g.requestTimeout)
+}
+
+// memberFlags name a member and its admin's credentials.
+type memberFlags struct {
+	kubeconfig, context string
+}
+
+// addFlags adds --member-kubeconfig and --member-context; note ends their help.
+func (m *memberFlags) addFlags(f *pflag.FlagSet, note string) {
+	f.StringVar(&m.kubeconfig, "member-kubeconfig", "", "Kubeconfig with admin credentials for the member (default: the hub's --kubeconfig, else $KUBECONFIG or ~/.kube/config)."+note)
+	f.StringVar(&m.context, "member-context", "", "Context of the member in that kubeconfig (default its current context)."+note)
+}
+
+// set reports whether either flag was given.
+func (m memberFlags) set() bool { return m.kubeconfig != "" || m.context != "" }
+
+// loadMember loads the member NAME named by m (its kubeconfig defaults to the
+// hub's) and checks that it answers.
+func (g *globals) loadMember(name string, m memberFlags) (*cluster, error) {
+	return target{role: fmt.Sprintf("member %q", name), kubeconfig: cmp.Or(m.kubeconfig, g.kubeconfig), context: m.context,
+		kubeconfigFlag: "--member-kubeconfig", contextFlag: "--member-context"}.connect(g.requestTimeout)
 }
 
 // Run runs `kubectl widgethub` with args (without the program name) and

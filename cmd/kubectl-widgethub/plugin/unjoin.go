@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 
@@ -16,8 +15,8 @@ import (
 
 type unjoinOptions struct {
 	*globals
-	memberKubeconfig, memberContext string
-	cleanup                         bool
+	member  memberFlags
+	cleanup bool
 }
 
 func unjoinCommand(g *globals) *cobra.Command {
@@ -38,32 +37,24 @@ it the member's Widgets.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.cleanup, "cleanup", false, "Also delete the ServiceAccount and RBAC that join created in the member.")
-	f.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "With --cleanup: kubeconfig with admin credentials for the member.")
-	f.StringVar(&o.memberContext, "member-context", "", "With --cleanup: context of the member in that kubeconfig.")
+	o.member.addFlags(f, " Only with --cleanup.")
 	return cmd
 }
 
 func (o *unjoinOptions) run(ctx context.Context, name string) error {
-	memberFlags := o.memberKubeconfig != "" || o.memberContext != ""
-	if o.cleanup && !memberFlags {
+	if o.cleanup && !o.member.set() {
 		return withCode(ExitUsage, "--cleanup needs the member admin's credentials: pass --member-kubeconfig and/or --member-context")
 	}
-	if !o.cleanup && memberFlags {
+	if !o.cleanup && o.member.set() {
 		return withCode(ExitUsage, "--member-kubeconfig and --member-context are used only with --cleanup")
 	}
 	hub, err := o.loadHub()
 	if err != nil {
 		return err
 	}
-	memberRole := fmt.Sprintf("member %q", name)
 	var member *cluster
 	if o.cleanup {
-		member, err = target{role: memberRole, kubeconfig: cmp.Or(o.memberKubeconfig, o.kubeconfig), context: o.memberContext,
-			kubeconfigFlag: "--member-kubeconfig", contextFlag: "--member-context"}.load(o.requestTimeout)
-		if err != nil {
-			return err
-		}
-		if err := member.ping(); err != nil {
+		if member, err = o.loadMember(name, o.member); err != nil {
 			return err
 		}
 	}
@@ -91,8 +82,8 @@ func (o *unjoinOptions) run(ctx context.Context, name string) error {
 		return nil
 	}
 	if err := cleanupMember(ctx, member.client, o.stdout, name); err != nil {
-		return fmt.Errorf("%s: %w", memberRole, err)
+		return fmt.Errorf("%s: %w", member.role, err)
 	}
-	fmt.Fprintf(o.stdout, "%s: kept the Widget CRD %s and its Widgets (kubectl delete crd %s removes both)\n", memberRole, WidgetCRDName, WidgetCRDName)
+	fmt.Fprintf(o.stdout, "%s: kept the Widget CRD %s and its Widgets (kubectl delete crd %s removes both)\n", member.role, WidgetCRDName, WidgetCRDName)
 	return nil
 }

@@ -80,24 +80,25 @@ func (o *widgetsOptions) run(ctx context.Context) error {
 		wg.Go(func() { results[i] = o.list(ctx, s) })
 	}
 	wg.Wait()
+	return o.print(results)
+}
 
-	var rows []memberWidgets
+// print writes the Widgets of the members that could be read as one table,
+// and reports the others on stderr: then its error says how many failed.
+func (o *widgetsOptions) print(results []memberWidgets) error {
 	var errs []error
-	for _, r := range results {
-		if r.err != nil {
-			fmt.Fprintf(o.stderr, "error: cluster %q: %v\n", r.cluster, r.err)
-			errs = append(errs, r.err)
-			continue
-		}
-		rows = append(rows, r)
-	}
 	total := 0
 	header := []string{"CLUSTER", "NAMESPACE", "NAME", "REPLICAS", "AVAILABLE", "READY", "AGE"}
 	if !o.allNamespaces {
 		header = slices.Delete(header, 1, 2)
 	}
 	tw := newTable(o.stdout, header...)
-	for _, r := range rows {
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(o.stderr, "error: cluster %q: %v\n", r.cluster, r.err)
+			errs = append(errs, r.err)
+			continue
+		}
 		for _, w := range r.widgets {
 			total++
 			ready := "Unknown"
@@ -117,14 +118,14 @@ func (o *widgetsOptions) run(ctx context.Context) error {
 		if o.allNamespaces {
 			where = "any namespace"
 		}
-		fmt.Fprintf(o.stderr, "No Widgets found in %s of %d member(s).\n", where, len(secrets))
+		fmt.Fprintf(o.stderr, "No Widgets found in %s of %d member(s).\n", where, len(results))
 		return nil
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(errs) > 0 {
-		return &exitError{code: exitCode(errs[0]), err: fmt.Errorf("%d of %d members could not be read", len(errs), len(secrets))}
+		return &exitError{code: exitCode(errs[0]), err: fmt.Errorf("%d of %d members could not be read", len(errs), len(results))}
 	}
 	return nil
 }
