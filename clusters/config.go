@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -25,6 +26,14 @@ var ErrInvalidKubeconfig = errors.New("invalid kubeconfig")
 // auth-provider credential plugin and those are not allowed.
 var ErrExecPluginRefused = errors.New("credential plugins are not allowed")
 
+// ErrUnsafeKubeconfig is wrapped when a kubeconfig would make the hub read a
+// file of its own, connect through a proxy, act as another identity, or skip
+// TLS verification. Its messages name the field, never its value.
+var ErrUnsafeKubeconfig = errors.New("unsafe kubeconfig")
+
+// MaxKubeconfigBytes bounds a registration kubeconfig: real ones are a few KiB.
+const MaxKubeconfigBytes = 256 << 10
+
 // ConfigOptions controls how a kubeconfig becomes a rest.Config.
 type ConfigOptions struct {
 	// QPS and Burst of the member's clients; zero means DefaultQPS and DefaultBurst.
@@ -32,6 +41,11 @@ type ConfigOptions struct {
 	Burst int
 	// AllowCredentialPlugins lets exec and auth-provider sections run.
 	AllowCredentialPlugins bool
+	// AllowInsecure accepts insecure-skip-tls-verify and http:// servers.
+	AllowInsecure bool
+	// AllowLinkLocal lets the member's connections go to link-local and cloud
+	// metadata addresses (see Dialer).
+	AllowLinkLocal bool
 	// UserAgent names the operator to the member's API server.
 	UserAgent string
 }
@@ -46,8 +60,15 @@ type Config struct {
 }
 
 // RESTConfig parses kubeconfig bytes and returns the config of its current
-// context. Errors never contain credential material.
+// context. It refuses, before anything is read or sent, a kubeconfig larger
+// than MaxKubeconfigBytes (ErrInvalidKubeconfig), credential plugins unless
+// allowed (ErrExecPluginRefused), and whatever refuseUnsafe lists
+// (ErrUnsafeKubeconfig). The config dials through Dialer. Errors never contain
+// credential material or file paths.
 func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
+	if len(kubeconfig) > MaxKubeconfigBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than the %d allowed", ErrInvalidKubeconfig, len(kubeconfig), MaxKubeconfigBytes)
+	}
 	raw, err := clientcmd.Load(kubeconfig)
 	if err != nil {
 		// clientcmd's decode errors can quote the input; say only what failed.
@@ -66,6 +87,9 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 	if cur.Cluster.Server == "" {
 		return nil, fmt.Errorf("%w: context %q names a cluster with no server", ErrInvalidKubeconfig, name)
 	}
+	if err := refuseUnsafe(cur, opts.AllowInsecure); err != nil {
+		return nil, fmt.Errorf("context %q: %w", name, err)
+	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("%w: context %q: %s", ErrInvalidKubeconfig, name, FirstLine(err))
@@ -83,6 +107,7 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 	// A Proxy function keeps client-go from sharing this member's transport
 	// with others, so its connections close when the member goes.
 	cfg.Proxy = http.ProxyFromEnvironment
+	cfg.Dial = Dialer(opts.AllowLinkLocal).DialContext
 	return &Config{REST: cfg, Context: name, Contexts: len(raw.Contexts)}, nil
 }
 
@@ -120,6 +145,53 @@ func CurrentContext(raw *clientcmdapi.Config) (Context, error) {
 		return Context{}, fmt.Errorf("%w: context %q names cluster %q, which does not exist", ErrInvalidKubeconfig, name, kctx.Cluster)
 	}
 	return Context{Name: name, Cluster: cluster, User: raw.AuthInfos[kctx.AuthInfo]}, nil
+}
+
+// refuseUnsafe refuses what would make the hub read a file of its own
+// filesystem (a service account token, a key), send its requests elsewhere
+// than the server, act as another identity, or trust any certificate. The
+// -data forms of certificates and keys, tokens and basic credentials are data
+// of the Secret itself and stay allowed.
+func refuseUnsafe(cur Context, allowInsecure bool) error {
+	c, u := cur.Cluster, cur.User
+	if u == nil {
+		u = &clientcmdapi.AuthInfo{}
+	}
+	for _, f := range []struct {
+		set   bool
+		field string
+	}{
+		{u.TokenFile != "", "users[].user.tokenFile"},
+		{u.ClientCertificate != "", "users[].user.client-certificate"},
+		{u.ClientKey != "", "users[].user.client-key"},
+		{c.CertificateAuthority != "", "clusters[].cluster.certificate-authority"},
+		{c.ProxyURL != "", "clusters[].cluster.proxy-url"},
+		{u.Impersonate != "" || u.ImpersonateUID != "" || len(u.ImpersonateGroups) > 0 || len(u.ImpersonateUserExtra) > 0, "users[].user.as (impersonation)"},
+		{c.InsecureSkipTLSVerify && !allowInsecure, "clusters[].cluster.insecure-skip-tls-verify (allowed only with --allow-insecure-members)"},
+	} {
+		if f.set {
+			return fmt.Errorf("%w: %s is not allowed", ErrUnsafeKubeconfig, f.field)
+		}
+	}
+	server, err := url.Parse(c.Server)
+	if err != nil {
+		return fmt.Errorf("%w: clusters[].cluster.server is not a URL", ErrInvalidKubeconfig)
+	}
+	switch {
+	case server.Scheme == "https":
+	case server.Scheme == "http" && allowInsecure:
+	case server.Scheme == "http":
+		return fmt.Errorf("%w: clusters[].cluster.server uses http:// (allowed only with --allow-insecure-members)", ErrUnsafeKubeconfig)
+	default:
+		return fmt.Errorf("%w: clusters[].cluster.server is not an https:// URL", ErrUnsafeKubeconfig)
+	}
+	if server.Host == "" {
+		return fmt.Errorf("%w: clusters[].cluster.server has no host", ErrInvalidKubeconfig)
+	}
+	if server.User != nil {
+		return fmt.Errorf("%w: clusters[].cluster.server carries credentials", ErrUnsafeKubeconfig)
+	}
+	return nil
 }
 
 func refusePlugins(auth *clientcmdapi.AuthInfo) error {

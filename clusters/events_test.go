@@ -23,7 +23,7 @@ import (
 // rest are dropped and counted, and exactly the Events not counted arrive.
 func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 	const name, ns, sent = "event-budget", "event-budget", 3 * clusters.EventBurst / 2
-	alpha := testMember
+	alpha := startMember(t)
 	if err := fleet.EnsureNamespace(context.Background(), alpha.Client, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +60,21 @@ func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 		err := alpha.Client.List(context.Background(), list, client.InNamespace(ns))
 		return len(list.Items), err
 	}, 30*time.Second, 100*time.Millisecond).Should(Equal(kept), "Events in the member's API server")
+}
+
+// startMember starts a real API server (kube-apiserver and etcd) for the
+// test and stops it when the test ends. Only the tests that need a member
+// start one, so the fuzz targets' workers start none.
+func startMember(t *testing.T) *fleet.ControlPlane {
+	t.Helper()
+	f, err := fleet.Start(fleet.Options{Members: []string{"member"}, Scheme: clusters.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return f.Member("member")
 }

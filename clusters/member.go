@@ -51,12 +51,16 @@ type Member struct {
 
 // New builds a Member named name from cfg; it does not contact the member.
 func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
+	dial := cfg.REST.Dial
+	if dial == nil {
+		dial = Dialer(false).DialContext
+	}
 	m := &Member{name: name, log: log, events: newEventBudget(), conns: &connections{
-		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
-		open:   map[net.Conn]struct{}{},
+		dial: dial,
+		open: map[net.Conn]struct{}{},
 	}}
 	restCfg := rest.CopyConfig(cfg.REST)
-	restCfg.Dial = m.conns.dial
+	restCfg.Dial = m.conns.dialTracked
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stoppable{member: m, next: rt} })
 	httpClient, err := rest.HTTPClientFor(restCfg)
 	if err != nil {
@@ -170,14 +174,15 @@ func (s *stoppable) WrappedRoundTripper() http.RoundTripper { return s.next }
 // the member stops. Closing idle connections is not enough: a dial begun for
 // a request cancelled during Stop can still land in the pool afterwards.
 type connections struct {
-	dialer net.Dialer
+	// dial is the config's dialer (see Dialer).
+	dial   func(ctx context.Context, network, address string) (net.Conn, error)
 	mu     sync.Mutex
 	open   map[net.Conn]struct{}
 	closed bool
 }
 
-func (c *connections) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	conn, err := c.dialer.DialContext(ctx, network, address)
+func (c *connections) dialTracked(ctx context.Context, network, address string) (net.Conn, error) {
+	conn, err := c.dial(ctx, network, address)
 	if err != nil {
 		return nil, err
 	}

@@ -11,14 +11,15 @@ const (
 
 	// MemberEngagedReason: the member is engaged and healthy.
 	MemberEngagedReason = "Engaged"
-	// MemberEngagingReason: the member's caches are being started.
-	MemberEngagingReason = "Engaging"
 	// MemberUnreachableReason: the member's API server does not answer.
 	MemberUnreachableReason = "Unreachable"
 	// MemberInvalidKubeconfigReason: the registration Secret holds no usable kubeconfig.
 	MemberInvalidKubeconfigReason = "InvalidKubeconfig"
 	// MemberExecPluginRefusedReason: the kubeconfig asks for a credential plugin and those are not allowed.
 	MemberExecPluginRefusedReason = "ExecPluginRefused"
+	// MemberUnsafeKubeconfigReason: the kubeconfig names a file of the hub, a
+	// proxy or another identity, or skips TLS verification; nothing was sent.
+	MemberUnsafeKubeconfigReason = "UnsafeKubeconfig"
 	// MemberWidgetCRDMissingReason: the member does not serve the Widget API.
 	MemberWidgetCRDMissingReason = "WidgetCRDMissing"
 	// MemberUnauthorizedReason: the member rejects the kubeconfig's credentials (401).

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -82,8 +83,11 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 	if err != nil {
 		p.disengage(name, log, "kubeconfig is not usable")
 		reason := v1alpha1.MemberInvalidKubeconfigReason
-		if errors.Is(err, clusters.ErrExecPluginRefused) {
+		switch {
+		case errors.Is(err, clusters.ErrExecPluginRefused):
 			reason = v1alpha1.MemberExecPluginRefusedReason
+		case errors.Is(err, clusters.ErrUnsafeKubeconfig):
+			reason = v1alpha1.MemberUnsafeKubeconfigReason
 		}
 		return observation{reason: reason, message: err.Error(),
 			err: reconcile.TerminalError(fmt.Errorf("secret %s/%s: %w", secret.Namespace, secret.Name, err))}
@@ -184,21 +188,46 @@ func (p *Provider) probe(ctx context.Context, name multicluster.ClusterName, reg
 		version: version, widgets: p.countWidgets(ctx, reg.member), result: next}
 }
 
-// failed turns an error from a member into the Ready condition to show.
+// failed turns an error from a member into the Ready condition to show. The
+// message is the hub's own words: an answer of the member shows as its HTTP
+// code and reason, never its body.
 func failed(err error) observation {
-	obs := observation{reason: v1alpha1.MemberUnreachableReason, message: err.Error(), err: err}
+	obs := observation{reason: v1alpha1.MemberUnreachableReason, message: withoutMemberText(err), err: err}
 	switch {
+	case errors.Is(err, clusters.ErrDestinationRefused):
+		obs.reason = v1alpha1.MemberUnsafeKubeconfigReason
+		obs.message = "the server's address is refused: " + obs.message
+		obs.err = reconcile.TerminalError(err)
 	case errors.Is(err, clusters.ErrKindMissing):
 		obs.reason = v1alpha1.MemberWidgetCRDMissingReason
-		obs.message = "the member does not serve the Widget API (install the widgets.widgethub.io CRD there): " + err.Error()
+		obs.message = "the member does not serve the Widget API (install the widgets.widgethub.io CRD there): " + obs.message
 	case apierrors.IsUnauthorized(err):
 		obs.reason = v1alpha1.MemberUnauthorizedReason
-		obs.message = "the member rejects the kubeconfig's credentials (401): " + err.Error()
+		obs.message = "the member rejects the kubeconfig's credentials (401): " + obs.message
 	case apierrors.IsForbidden(err):
 		obs.reason = v1alpha1.MemberForbiddenReason
-		obs.message = "the member forbids what widgethub needs (403; grant config/member-rbac): " + err.Error()
+		obs.message = "the member forbids what widgethub needs (403; grant config/member-rbac): " + obs.message
 	}
 	return obs
+}
+
+// withoutMemberText is err's message with the member's own words (the message
+// or body of an API error) replaced by the HTTP code and reason.
+func withoutMemberText(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return err.Error()
+	}
+	s := status.Status()
+	answer := fmt.Sprintf("the member answered %d %s", s.Code, s.Reason)
+	// The wrapping words are the hub's: keep them around the answer.
+	msg := err.Error()
+	if se, ok := status.(error); ok {
+		if before, after, found := strings.Cut(msg, se.Error()); found {
+			return before + answer + after
+		}
+	}
+	return answer
 }
 
 // countWidgets counts the member's Widgets from its cache; -1 means unknown.

@@ -50,7 +50,8 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 	}
 
 	status := *mc.Status.DeepCopy()
-	cond := metav1.Condition{Type: v1alpha1.MemberReady, Status: metav1.ConditionFalse, Reason: obs.reason, Message: obs.message}
+	cond := metav1.Condition{Type: v1alpha1.MemberReady, Status: metav1.ConditionFalse, Reason: obs.reason,
+		Message: v1alpha1.TruncateMessage(obs.message)}
 	if obs.ready {
 		cond.Status = metav1.ConditionTrue
 	}
@@ -80,7 +81,7 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 		if !obs.ready {
 			eventType = corev1.EventTypeWarning
 		}
-		p.recorder.Eventf(secret, nil, eventType, obs.reason, "Probe", "%s", obs.message)
+		p.recorder.Eventf(secret, nil, eventType, obs.reason, "Probe", "%s", cond.Message)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func observedStatus(w *v1alpha1.Widget, deploy *appsv1.Deployment, applyErr erro
 	switch {
 	case applyErr != nil:
 		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.WidgetDeploymentFailedReason
-		ready.Message = fmt.Sprintf("cannot write Deployment: %v", applyErr)
+		ready.Message = v1alpha1.TruncateMessage(fmt.Sprintf("cannot write Deployment: %v", applyErr))
 	case status.AvailableReplicas == desired:
 		ready.Status, ready.Reason = metav1.ConditionTrue, v1alpha1.WidgetAvailableReason
 		ready.Message = fmt.Sprintf("%d/%d replicas available", status.AvailableReplicas, desired)

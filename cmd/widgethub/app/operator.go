@@ -42,9 +42,13 @@ type Options struct {
 	// workers; zero means three quarters of MaxConcurrentReconciles.
 	MaxConcurrentReconcilesPerMember int
 	AllowCredentialPlugins           bool
-	ProbeInterval                    time.Duration
-	ProbeTimeout                     time.Duration
-	ProbeFailureThreshold            int
+	// AllowInsecureMembers accepts kubeconfigs that skip TLS verification or use http://.
+	AllowInsecureMembers bool
+	// AllowLinkLocalMembers lets members be reached at link-local and cloud metadata addresses.
+	AllowLinkLocalMembers bool
+	ProbeInterval         time.Duration
+	ProbeTimeout          time.Duration
+	ProbeFailureThreshold int
 	// GracefulShutdownTimeout bounds how long runnables get to stop.
 	GracefulShutdownTimeout time.Duration
 }
@@ -90,6 +94,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Failed probes in a row after which a member is reported Unreachable.")
 	fs.BoolVar(&o.AllowCredentialPlugins, "allow-credential-plugins", o.AllowCredentialPlugins,
 		"Allow registration kubeconfigs with exec or auth-provider sections (they run programs inside the hub).")
+	fs.BoolVar(&o.AllowInsecureMembers, "allow-insecure-members", o.AllowInsecureMembers,
+		"Allow registration kubeconfigs that skip TLS verification (insecure-skip-tls-verify) or use an http:// server.")
+	fs.BoolVar(&o.AllowLinkLocalMembers, "allow-link-local-members", o.AllowLinkLocalMembers,
+		"Allow connections to members at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, ...).")
 }
 
 // Leader election and hub Events.
@@ -106,6 +114,8 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 			QPS:                    float32(opts.MemberQPS),
 			Burst:                  opts.MemberBurst,
 			AllowCredentialPlugins: opts.AllowCredentialPlugins,
+			AllowInsecure:          opts.AllowInsecureMembers,
+			AllowLinkLocal:         opts.AllowLinkLocalMembers,
 			UserAgent:              "widgethub",
 		},
 		SyncTimeout:      opts.MemberSyncTimeout,
