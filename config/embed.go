@@ -1,7 +1,7 @@
 // Package config holds the project's generated manifests, embedded so that
 // programs install exactly what controller-gen wrote: the kubectl plugin puts
-// the Widget CRD and the member ClusterRole into a member when it joins, and
-// the demo applies the sample Widgets.
+// the Widget CRD, the member ClusterRole and the member admission policy into
+// a member when it joins, and the demo applies the sample Widgets.
 package config
 
 import (
@@ -19,6 +19,13 @@ var WidgetCRD []byte
 //
 //go:embed member-rbac/role.yaml
 var MemberRole []byte
+
+// MemberAdmissionPolicy is the ValidatingAdmissionPolicy and its binding that
+// fence the hub's ServiceAccount in every member (member-rbac, written by
+// hand): it may write only Widget-owned Deployments, none in kube-system.
+//
+//go:embed member-rbac/admission-policy.yaml
+var MemberAdmissionPolicy []byte
 
 //go:embed samples/widgethub_*.yaml
 var samples embed.FS

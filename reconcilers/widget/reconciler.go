@@ -36,9 +36,9 @@ const (
 
 // The permissions the hub needs in every member (see config/member-rbac).
 // +kubebuilder:rbac:groups=widgethub.io,resources=widgets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=widgethub.io,resources=widgets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=widgethub.io,resources=widgets/status,verbs=patch
 // +kubebuilder:rbac:groups=widgethub.io,resources=widgets/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // ClusterGetter returns an engaged member by name; mcmanager.Manager is one.

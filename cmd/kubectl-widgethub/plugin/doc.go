@@ -3,9 +3,11 @@
 //
 //   - join NAME installs the Widget CRD in the member, creates a ServiceAccount
 //     and the least-privilege ClusterRole the hub needs there (the generated
-//     config/member-rbac role plus read access to discovery), mints a token for
-//     it with the TokenRequest API and registers a kubeconfig built from that
-//     token and the member's CA as a labelled Secret on the hub.
+//     config/member-rbac role plus read access to discovery), fenced by a
+//     ValidatingAdmissionPolicy (config/member-rbac) so that it writes only
+//     Widget-owned Deployments, mints a token for it with the TokenRequest API
+//     and registers a kubeconfig built from that token and the member's CA as
+//     a labelled Secret on the hub.
 //   - unjoin NAME deletes the registration Secret and, with --cleanup, what
 //     join created in the member (the CRD and the Widgets stay).
 //   - clusters lists the registrations with the hub's MemberCluster status.

@@ -2,14 +2,17 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -41,9 +44,11 @@ func joinCommand(g *globals) *cobra.Command {
 		Long: `join makes NAME a member of the hub, with the member admin's credentials:
 
   1. installs the Widget CRD in the member;
-  2. creates the ServiceAccount widgethub-system/widgethub-member there, and the
-     ClusterRole and ClusterRoleBinding widgethub-member: Widgets and their
-     status, Deployments, Events and API discovery, nothing more;
+  2. installs the ValidatingAdmissionPolicy widgethub-member there (the hub may
+     write only Deployments owned by a Widget, none in kube-system), creates
+     the ServiceAccount widgethub-system/widgethub-member, and the ClusterRole
+     and ClusterRoleBinding widgethub-member: Widgets and their status,
+     Deployments, Events and API discovery, nothing more;
   3. mints a token for that ServiceAccount (TokenRequest API, --token-ttl,
      revoked when the ServiceAccount is deleted by unjoin --cleanup);
   4. creates the registration Secret NAME on the hub: a kubeconfig with that
@@ -159,8 +164,8 @@ func (o *joinOptions) installInMember(ctx context.Context, j *joining) (token st
 			return "", fmt.Errorf("%s: apply %T %s: %w", m.role, obj, obj.GetName(), err)
 		}
 	}
-	fmt.Fprintf(out, "%s: ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s applied\n",
-		m.role, MemberNamespace, MemberServiceAccount, MemberClusterRole)
+	fmt.Fprintf(out, "%s: ValidatingAdmissionPolicy and binding %s, ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s applied\n",
+		m.role, MemberAdmissionPolicy, MemberNamespace, MemberServiceAccount, MemberClusterRole)
 	token, expires, err := mintToken(ctx, m.client, o.tokenTTL)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", m.role, err)
@@ -277,9 +282,10 @@ func registrationKubeconfig(name string, member *rest.Config, server, token stri
 }
 
 // verify checks the registration kubeconfig as the hub will read it
-// (clusters.RESTConfig) and lists Widgets with it at reachable, the member
-// address that works from here. RBAC and CRD discovery settle within moments
-// of being written, so it retries briefly.
+// (clusters.RESTConfig) at reachable, the member address that works from
+// here: its token lists Widgets, and the admission policy refuses it a
+// Deployment in kube-system. RBAC, CRD discovery and admission policies take
+// effect within moments of being written, so it retries briefly.
 func verify(ctx context.Context, doc []byte, reachable string, timeout time.Duration) error {
 	cfg, err := clusters.RESTConfig(doc, clusters.ConfigOptions{UserAgent: userAgent})
 	if err != nil {
@@ -291,17 +297,80 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 	if err != nil {
 		return err
 	}
-	var lastErr error
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		lastErr = c.List(ctx, &v1alpha1.WidgetList{}, client.Limit(1))
-		if lastErr == nil {
-			return true, nil
-		}
+	err = retry(ctx, "list Widgets with the minted token", func() (bool, error) {
+		err := c.List(ctx, &v1alpha1.WidgetList{}, client.Limit(1))
 		// Not yet authorized or not yet discovered: try again.
-		return !(apierrors.IsForbidden(lastErr) || meta.IsNoMatchError(lastErr)), nil
+		return err == nil, transient(err, apierrors.IsForbidden(err) || meta.IsNoMatchError(err))
 	})
-	if lastErr != nil {
-		return fmt.Errorf("list Widgets with the minted token: %w", lastErr)
+	if err != nil {
+		return err
+	}
+	return retry(ctx, "the admission policy "+MemberAdmissionPolicy+" to refuse the token a Deployment in kube-system", func() (bool, error) {
+		switch err := c.Create(ctx, fenceProbe(), client.DryRunAll); {
+		case err == nil:
+			return false, nil // not enforced yet
+		case isPolicyDenial(err):
+			return true, nil
+		default:
+			return false, err
+		}
+	})
+}
+
+// retry calls try until it is done, fails or 20 seconds pass. try returns
+// (done, nil), or a transient error that is retried, or a permanent one.
+func retry(ctx context.Context, what string, try func() (bool, error)) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		done, err := try()
+		var t transientError
+		if errors.As(err, &t) {
+			last = t.err
+			return false, nil
+		}
+		return done, err
+	})
+	switch {
+	case err != nil && last != nil:
+		return fmt.Errorf("waiting for %s: %w", what, last)
+	case err != nil:
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+// transientError marks an error retry tries again after.
+type transientError struct{ err error }
+
+func (t transientError) Error() string { return t.err.Error() }
+
+// transient is err marked transient when retryable, err when not, nil for nil.
+func transient(err error, retryable bool) error {
+	if err != nil && retryable {
+		return transientError{err}
 	}
 	return err
+}
+
+// fenceProbe is a valid Deployment the member's admission policy must refuse
+// the hub: it is in kube-system and no Widget's child.
+func fenceProbe() *appsv1.Deployment {
+	labels := map[string]string{"app.kubernetes.io/name": "widgethub-join-probe"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "widgethub-join-probe", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+}
+
+// isPolicyDenial reports whether err is the member admission policy refusing a request.
+func isPolicyDenial(err error) bool {
+	msg := err.Error()
+	return apierrors.IsForbidden(err) && strings.Contains(msg, "ValidatingAdmissionPolicy '"+MemberAdmissionPolicy+"'") &&
+		strings.Contains(msg, "denied request")
 }

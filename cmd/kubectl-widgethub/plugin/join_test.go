@@ -22,7 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -34,7 +38,7 @@ import (
 
 // The discovery rule join adds to the generated member role.
 var discoveryRule = rbacv1.PolicyRule{
-	NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/version"},
+	NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/version", "/readyz"},
 	Verbs:           []string{"get"},
 }
 
@@ -141,6 +145,7 @@ func TestJoinCreatesLeastPrivilege(t *testing.T) {
 
 	checkAccessReviews(t, c)
 	checkOperatorRequests(t, alpha, c)
+	checkPolicy(t, alpha, c)
 }
 
 // checkAccessReviews asks the member, as c, what it may do: what the operator
@@ -155,9 +160,12 @@ func checkAccessReviews(t *testing.T, c client.Client) {
 		{authorizationv1.ResourceAttributes{Verb: "list", Group: "widgethub.io", Resource: "widgets"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "widgethub.io", Resource: "widgets"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "widgethub.io", Resource: "widgets", Subresource: "status", Namespace: "shop"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "widgethub.io", Resource: "widgets", Subresource: "status", Namespace: "shop"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Group: "widgethub.io", Resource: "widgets", Subresource: "status", Namespace: "shop"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "widgethub.io", Resource: "widgets", Subresource: "finalizers", Namespace: "shop"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: "apps", Resource: "deployments", Namespace: "shop"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "patch", Group: "apps", Resource: "deployments", Namespace: "shop"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "update", Group: "apps", Resource: "deployments", Namespace: "shop"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "watch", Group: "apps", Resource: "deployments"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: "events.k8s.io", Resource: "events", Namespace: "shop"}, true},
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: "widgethub.io", Resource: "widgets", Namespace: "shop"}, false},
@@ -167,6 +175,8 @@ func checkAccessReviews(t *testing.T, c client.Client) {
 		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "kube-system"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "shop"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Resource: "namespaces"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: plugin.MemberNamespace}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, false},
@@ -183,7 +193,7 @@ func checkAccessReviews(t *testing.T, c client.Client) {
 	for _, tc := range []struct {
 		path  string
 		allow bool
-	}{{"/apis", true}, {"/apis/widgethub.io/v1alpha1", true}, {"/version", true}, {"/metrics", false}, {"/logs", false}} {
+	}{{"/apis", true}, {"/apis/widgethub.io/v1alpha1", true}, {"/version", true}, {"/readyz", true}, {"/metrics", false}, {"/logs", false}} {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: tc.path, Verb: "get"}}}
 		if err := c.Create(ctx, review); err != nil {
@@ -196,16 +206,12 @@ func checkAccessReviews(t *testing.T, c client.Client) {
 
 }
 
-// checkOperatorRequests makes, as c, real requests of the operator in cp, and
-// some it must not be able to make.
+// checkOperatorRequests makes, as c, the requests the operator makes in cp,
+// and some it must not be able to make.
 func checkOperatorRequests(t *testing.T, cp *fleet.ControlPlane, c client.Client) {
 	t.Helper()
 	ctx := context.Background()
-	ensureNamespace(t, cp, "shop")
-	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "perm"}}
-	if err := cp.Client.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	w := adminWidget(t, cp, "shop", "perm")
 	if err := c.List(ctx, &v1alpha1.WidgetList{}); err != nil {
 		t.Errorf("list Widgets: %v", err)
 	}
@@ -213,30 +219,115 @@ func checkOperatorRequests(t *testing.T, cp *fleet.ControlPlane, c client.Client
 	if err := c.Status().Patch(ctx, w.DeepCopy(), patch); err != nil {
 		t.Errorf("patch Widget status: %v", err)
 	}
-	deploy := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "perm"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "perm"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "perm"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
-			},
-		},
+	// Server-side apply as the reconciler does it: the first creates the
+	// Deployment, the second changes it.
+	for _, replicas := range []int32{1, 2} {
+		if err := applyAsReconciler(ctx, c, widgetChild(w, replicas)); err != nil {
+			t.Errorf("apply the Widget's Deployment with %d replicas: %v", replicas, err)
+		}
 	}
-	if err := c.Create(ctx, deploy); err != nil {
-		t.Errorf("create Deployment: %v", err)
+	deploy := &appsv1.Deployment{}
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(w), deploy); err != nil {
+		t.Fatal(err)
 	}
+	if *deploy.Spec.Replicas != 2 {
+		t.Errorf("the Deployment has %d replicas after the second apply, want 2", *deploy.Spec.Replicas)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nope"}, Spec: deploy.Spec.Template.Spec}
 	forbidden := map[string]error{
 		"get Secret":        c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "x"}, &corev1.Secret{}),
 		"delete Namespace":  c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}),
-		"delete Deployment": c.Delete(ctx, deploy),
+		"update Deployment": c.Update(ctx, deploy.DeepCopy()),
+		"delete Deployment": c.Delete(ctx, deploy.DeepCopy()),
 		"create Widget":     c.Create(ctx, &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nope"}}),
+		"create Pod":        c.Create(ctx, pod),
 	}
 	for what, err := range forbidden {
-		if !apierrors.IsForbidden(err) {
-			t.Errorf("%s with the hub's identity: err = %v, want Forbidden", what, err)
+		if !apierrors.IsForbidden(err) || isPolicyDenial(err) {
+			t.Errorf("%s with the hub's identity: err = %v, want Forbidden by RBAC", what, err)
 		}
 	}
+}
+
+// checkPolicy makes, as c, Deployment writes in cp that RBAC allows and the
+// member admission policy refuses.
+func checkPolicy(t *testing.T, cp *fleet.ControlPlane, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	w := adminWidget(t, cp, "shop", "fenced")
+	unlabelled := widgetChild(w, 1)
+	delete(unlabelled.Labels, "app.kubernetes.io/managed-by")
+	unowned := widgetChild(w, 1)
+	unowned.OwnerReferences = nil
+	notController := widgetChild(w, 1)
+	notController.OwnerReferences[0].Controller = ptr.To(false)
+	system := adminWidget(t, cp, metav1.NamespaceSystem, "fenced")
+	for what, d := range map[string]*appsv1ac.DeploymentApplyConfiguration{
+		"in kube-system":                      widgetChild(system, 1),
+		"without the managed-by label":        unlabelled,
+		"without an owner":                    unowned,
+		"owned by a Widget not as controller": notController,
+	} {
+		if err := applyAsReconciler(ctx, c, d); !isPolicyDenial(err) {
+			t.Errorf("apply a Deployment %s as the hub: err = %v, want a denial by the admission policy", what, err)
+		}
+	}
+	// Updates are fenced too: the hub cannot take the label off its own Deployment.
+	if err := applyAsReconciler(ctx, c, widgetChild(w, 1)); err != nil {
+		t.Fatalf("apply the Widget's Deployment: %v", err)
+	}
+	if err := applyAsReconciler(ctx, c, unlabelled); !isPolicyDenial(err) {
+		t.Errorf("remove the managed-by label as the hub: err = %v, want a denial by the admission policy", err)
+	}
+	// The policy is about the hub's identity only: the admin may.
+	if err := applyAsReconciler(ctx, cp.Client, widgetChild(system, 1)); err != nil {
+		t.Errorf("the admin applies a Deployment in kube-system: %v", err)
+	}
+}
+
+// adminWidget creates a Widget as cp's admin, deleted at the end of the test.
+func adminWidget(t *testing.T, cp *fleet.ControlPlane, namespace, name string) *v1alpha1.Widget {
+	t.Helper()
+	ensureNamespace(t, cp, namespace)
+	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := cp.Client.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = cp.Client.Delete(ctx, w)
+		// envtest runs no garbage collector.
+		_ = cp.Client.Delete(ctx, &appsv1.Deployment{ObjectMeta: w.ObjectMeta})
+	})
+	return w
+}
+
+// widgetChild is w's Deployment as the Widget reconciler applies it.
+func widgetChild(w *v1alpha1.Widget, replicas int32) *appsv1ac.DeploymentApplyConfiguration {
+	labels := map[string]string{"app.kubernetes.io/name": "widget", "app.kubernetes.io/instance": w.Name}
+	return appsv1ac.Deployment(w.Name, w.Namespace).
+		WithLabels(labels).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "widgethub"}).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Widget").
+			WithName(w.Name).WithUID(w.UID).WithController(true).WithBlockOwnerDeletion(true)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(labels).
+				WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("widget").WithImage("registry.k8s.io/pause:3.10")))))
+}
+
+// applyAsReconciler server-side applies d with the reconciler's field manager.
+func applyAsReconciler(ctx context.Context, c client.Client, d *appsv1ac.DeploymentApplyConfiguration) error {
+	return c.Apply(ctx, d, client.FieldOwner("widgethub"), client.ForceOwnership)
+}
+
+// isPolicyDenial reports whether err is the member admission policy's denial.
+func isPolicyDenial(err error) bool {
+	return apierrors.IsForbidden(err) &&
+		strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+plugin.MemberAdmissionPolicy+"' with binding '"+plugin.MemberAdmissionPolicy+"' denied request")
 }
 
 func TestUnjoinRemovesWhatJoinMade(t *testing.T) {

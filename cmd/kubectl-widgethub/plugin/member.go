@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -34,6 +36,8 @@ const (
 	MemberServiceAccount = "widgethub-member"
 	// MemberClusterRole names the ClusterRole and the ClusterRoleBinding.
 	MemberClusterRole = "widgethub-member"
+	// MemberAdmissionPolicy names the ValidatingAdmissionPolicy and its binding.
+	MemberAdmissionPolicy = "widgethub-member"
 	// WidgetCRDName is the Widget CRD's name.
 	WidgetCRDName = "widgets.widgethub.io"
 
@@ -45,13 +49,41 @@ const (
 // unjoin --cleanup: a namespace that existed before join carries no such label.
 var managedBy = map[string]string{"app.kubernetes.io/managed-by": fieldManager, "app.kubernetes.io/part-of": "widgethub"}
 
-// discoveryRule lets the hub read API discovery and the server version: what
-// its REST mapper and its health probe read. Kubernetes grants these to every
-// authenticated user by default (system:discovery); the rule keeps the hub
-// working on a member that has narrowed that default.
+// discoveryRule lets the hub read API discovery, the server version and
+// /readyz: what its REST mapper, its health probe and its preflight read.
+// Kubernetes grants these to every authenticated user by default
+// (system:discovery, system:public-info-viewer); the rule keeps the hub
+// working on a member that has narrowed those defaults.
 var discoveryRule = rbacv1.PolicyRule{
-	NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/version"},
+	NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/version", "/readyz"},
 	Verbs:           []string{"get"},
+}
+
+// memberUsername is the user name of the hub's ServiceAccount in a member.
+var memberUsername = "system:serviceaccount:" + MemberNamespace + ":" + MemberServiceAccount
+
+// MemberPolicy returns the ValidatingAdmissionPolicy and its binding
+// that join installs in a member (config/member-rbac/admission-policy.yaml):
+// the hub's ServiceAccount may create and update only Deployments that are
+// Widget children, and none in kube-system. The policy must match exactly
+// the requests of that ServiceAccount.
+func MemberPolicy() (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
+	policy := &admissionv1.ValidatingAdmissionPolicy{}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{}
+	if err := decodeOne(config.MemberAdmissionPolicy, "ValidatingAdmissionPolicy", policy); err != nil {
+		return nil, nil, fmt.Errorf("embedded member admission policy: %w", err)
+	}
+	if err := decodeOne(config.MemberAdmissionPolicy, "ValidatingAdmissionPolicyBinding", binding); err != nil {
+		return nil, nil, fmt.Errorf("embedded member admission policy: %w", err)
+	}
+	want := fmt.Sprintf("request.userInfo.username == %q", memberUsername)
+	if c := policy.Spec.MatchConditions; len(c) != 1 || strings.TrimSpace(c[0].Expression) != want {
+		return nil, nil, fmt.Errorf("embedded member admission policy: its one matchCondition must be %s", want)
+	}
+	if policy.Name != MemberAdmissionPolicy || binding.Name != MemberAdmissionPolicy || binding.Spec.PolicyName != policy.Name {
+		return nil, nil, fmt.Errorf("embedded member admission policy: policy and binding must be named %s", MemberAdmissionPolicy)
+	}
+	return policy, binding, nil
 }
 
 // MemberRules are the rules of the ClusterRole join grants the hub in a
@@ -84,16 +116,24 @@ func decodeOne(data []byte, kind string, into any) error {
 	}
 }
 
-// memberObjects are the objects join applies in a member besides the CRD, in order.
+// memberObjects are the objects join applies in a member besides the CRD, in
+// order: the admission policy is in place before the RBAC that it fences.
 func memberObjects() ([]client.Object, error) {
 	rules, err := MemberRules()
+	if err != nil {
+		return nil, err
+	}
+	policy, binding, err := MemberPolicy()
 	if err != nil {
 		return nil, err
 	}
 	meta := func(name, namespace string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: managedBy}
 	}
+	policy.ObjectMeta, binding.ObjectMeta = meta(policy.Name, ""), meta(binding.Name, "")
 	return []client.Object{
+		policy,
+		binding,
 		&corev1.ServiceAccount{ObjectMeta: meta(MemberServiceAccount, MemberNamespace)},
 		&rbacv1.ClusterRole{ObjectMeta: meta(MemberClusterRole, ""), Rules: rules},
 		&rbacv1.ClusterRoleBinding{
