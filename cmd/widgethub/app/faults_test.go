@@ -352,15 +352,24 @@ func TestRegisterUnregisterCyclesLeaveNoGoroutine(t *testing.T) {
 	expectNoneLeftSince(t, before)
 }
 
-// secretEventReasons lists the reasons of the hub Events about a registration Secret.
-func secretEventReasons(g Gomega, secret string) []string {
+// secretEvents lists the hub Events about a registration Secret.
+func secretEvents(g Gomega, secret string) []corev1.Event {
 	list := &corev1.EventList{}
 	g.Expect(testFleet.Hub.Client.List(context.Background(), list, client.InNamespace(hubNS))).To(Succeed())
-	var reasons []string
+	var events []corev1.Event
 	for _, e := range list.Items {
 		if e.InvolvedObject.Kind == "Secret" && e.InvolvedObject.Name == secret {
-			reasons = append(reasons, e.Reason)
+			events = append(events, e)
 		}
+	}
+	return events
+}
+
+// secretEventReasons lists the reasons of the hub Events about a registration Secret.
+func secretEventReasons(g Gomega, secret string) []string {
+	var reasons []string
+	for _, e := range secretEvents(g, secret) {
+		reasons = append(reasons, e.Reason)
 	}
 	return reasons
 }
