@@ -1,11 +1,14 @@
 package clusters
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -57,6 +60,9 @@ type Config struct {
 	Context string
 	// Contexts is how many contexts the kubeconfig holds.
 	Contexts int
+	// TokenExpiry is the exp claim of the bearer token when it is a JWT
+	// (read, not verified); zero when unknown.
+	TokenExpiry time.Time
 }
 
 // RESTConfig parses kubeconfig bytes and returns the config of its current
@@ -108,7 +114,7 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 	// with others, so its connections close when the member goes.
 	cfg.Proxy = http.ProxyFromEnvironment
 	cfg.Dial = Dialer(opts.AllowLinkLocal).DialContext
-	return &Config{REST: cfg, Context: name, Contexts: len(raw.Contexts)}, nil
+	return &Config{REST: cfg, Context: name, Contexts: len(raw.Contexts), TokenExpiry: jwtExpiry(cfg.BearerToken)}, nil
 }
 
 // Context is a kubeconfig context with the cluster and user it names.
@@ -209,4 +215,25 @@ func refusePlugins(auth *clientcmdapi.AuthInfo) error {
 func FirstLine(err error) string {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return msg
+}
+
+// jwtExpiry is the exp claim of token when it is a JWT, else zero. The
+// signature is not checked: the member does that; this only says when the
+// member will stop accepting it.
+func jwtExpiry(token string) time.Time {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(claims.Exp, 0)
 }

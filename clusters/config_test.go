@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/url"
 	"strings"
@@ -228,5 +229,33 @@ func TestMemberConfigDialsThroughTheGuard(t *testing.T) {
 		if errors.Is(err, ErrDestinationRefused) {
 			t.Errorf("%s: refused although AllowLinkLocal is set", server)
 		}
+	}
+}
+
+func TestTokenExpiryIsReadFromAJWT(t *testing.T) {
+	jwt := func(payload string) string {
+		return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".c2lnbmF0dXJl"
+	}
+	for _, tc := range []struct {
+		name, token string
+		want        time.Time
+	}{
+		{"service account token", jwt(`{"exp":1893456000,"sub":"system:serviceaccount:widgethub-system:widgethub-member"}`), time.Unix(1893456000, 0)},
+		{"no exp claim", jwt(`{"sub":"x"}`), time.Time{}},
+		{"not base64", "a.!!!.c", time.Time{}},
+		{"not JSON", jwt(`not json`), time.Time{}},
+		{"opaque token", testToken, time.Time{}},
+		{"no token", "", time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := kubeconfig(t, "a", []string{"a"}, func(c *clientcmdapi.Config) { c.AuthInfos["a"].Token = tc.token })
+			cfg, err := RESTConfig(data, ConfigOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cfg.TokenExpiry.Equal(tc.want) {
+				t.Fatalf("TokenExpiry %v, want %v", cfg.TokenExpiry, tc.want)
+			}
+		})
 	}
 }

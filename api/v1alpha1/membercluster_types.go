@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -26,7 +28,19 @@ const (
 	MemberUnauthorizedReason = "Unauthorized"
 	// MemberForbiddenReason: the member forbids what the operator needs (403).
 	MemberForbiddenReason = "Forbidden"
+
+	// MemberTokenExpiring is True while the registration's bearer token
+	// expires within TokenExpiryWarning; absent when its expiry is unknown
+	// (no token, or not a JWT).
+	MemberTokenExpiring = "TokenExpiring"
+	// MemberTokenExpiresSoonReason: the token expires within TokenExpiryWarning.
+	MemberTokenExpiresSoonReason = "ExpiresSoon"
+	// MemberTokenValidReason: the token is valid for longer than TokenExpiryWarning.
+	MemberTokenValidReason = "Valid"
 )
+
+// TokenExpiryWarning is how long before its token expires a member says so.
+const TokenExpiryWarning = 14 * 24 * time.Hour
 
 // MemberClusterStatus is what the hub observes of one registered member.
 type MemberClusterStatus struct {
@@ -47,6 +61,11 @@ type MemberClusterStatus struct {
 	// LastProbeTime is when the member was last probed.
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+
+	// TokenExpiry is when the registration's bearer token expires, read from
+	// its exp claim (not verified); unset when unknown.
+	// +optional
+	TokenExpiry *metav1.Time `json:"tokenExpiry,omitempty"`
 }
 
 // MemberCluster shows the hub's view of one member registered by a kubeconfig

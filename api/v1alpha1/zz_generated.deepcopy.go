@@ -5,7 +5,7 @@
 package v1alpha1
 
 import (
-	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -79,6 +79,10 @@ func (in *MemberClusterStatus) DeepCopyInto(out *MemberClusterStatus) {
 	}
 	if in.LastProbeTime != nil {
 		in, out := &in.LastProbeTime, &out.LastProbeTime
+		*out = (*in).DeepCopy()
+	}
+	if in.TokenExpiry != nil {
+		in, out := &in.TokenExpiry, &out.TokenExpiry
 		*out = (*in).DeepCopy()
 	}
 }

@@ -28,8 +28,10 @@ type observation struct {
 	message string
 	version string
 	widgets int32
-	result  reconcile.Result
-	err     error
+	// tokenExpiry is the exp of the kubeconfig's token; zero when unknown.
+	tokenExpiry time.Time
+	result      reconcile.Result
+	err         error
 }
 
 // Reconcile engages, re-engages, probes or disengages the member of one
@@ -76,7 +78,9 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 	current := p.members[name]
 	p.mu.RUnlock()
 	if current != nil && current.hash == hash {
-		return p.probe(ctx, name, current, log)
+		obs := p.probe(ctx, name, current, log)
+		obs.tokenExpiry = current.cfg.TokenExpiry
+		return obs
 	}
 
 	cfg, err := clusters.RESTConfig(data, p.opts.Config)
@@ -95,7 +99,9 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 	if current != nil {
 		p.disengage(name, log, "kubeconfig changed")
 	}
-	return p.engage(ctx, name, cfg, hash, log)
+	obs := p.engage(ctx, name, cfg, hash, log)
+	obs.tokenExpiry = cfg.TokenExpiry
+	return obs
 }
 
 // engage checks a new member, starts its caches with a bound and engages it.

@@ -64,6 +64,7 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 	if obs.widgets >= 0 {
 		status.Widgets = obs.widgets
 	}
+	setTokenExpiry(&status, obs.tokenExpiry, time.Now())
 	now := metav1.Now()
 	lastProbe := status.LastProbeTime
 	fresh := lastProbe != nil && now.Sub(lastProbe.Time) < probeRefresh
@@ -84,4 +85,26 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 		p.recorder.Eventf(secret, nil, eventType, obs.reason, "Probe", "%s", cond.Message)
 	}
 	return nil
+}
+
+// setTokenExpiry records when the registration's token expires and whether
+// that is within v1alpha1.TokenExpiryWarning of now.
+func setTokenExpiry(status *v1alpha1.MemberClusterStatus, expiry, now time.Time) {
+	if expiry.IsZero() {
+		status.TokenExpiry = nil
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.MemberTokenExpiring)
+		return
+	}
+	status.TokenExpiry = &metav1.Time{Time: expiry}
+	cond := metav1.Condition{Type: v1alpha1.MemberTokenExpiring, Status: metav1.ConditionFalse, Reason: v1alpha1.MemberTokenValidReason,
+		Message: "the token expires at " + expiry.UTC().Format(time.RFC3339)}
+	switch left := expiry.Sub(now); {
+	case left <= 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.MemberTokenExpiresSoonReason
+		cond.Message = "the token expired at " + expiry.UTC().Format(time.RFC3339) + "; renew it with kubectl widgethub join --overwrite"
+	case left < v1alpha1.TokenExpiryWarning:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.MemberTokenExpiresSoonReason
+		cond.Message += "; renew it with kubectl widgethub join --overwrite"
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -198,4 +199,23 @@ func randomHex(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// A member registered with a token that expires within two weeks says so,
+// with the expiry read from the token, and stays engaged meanwhile.
+func TestExpiringTokenIsReported(t *testing.T) {
+	gamma := testFleet.Member("gamma")
+	installMemberRole(t, gamma)
+	minted := time.Now()
+	token := serviceAccountToken(t, gamma, "widgethub-expiring", "widgethub-member")
+	registerData(t, "expiring", map[string][]byte{"kubeconfig": tokenKubeconfig(t, gamma, token)})
+	mc := expectMemberReady(t, "expiring", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	g := NewWithT(t)
+	g.Expect(mc.Status.TokenExpiry).NotTo(BeNil())
+	// serviceAccountToken asks for an hour.
+	g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("~", minted.Add(time.Hour), time.Minute))
+	expiring := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberTokenExpiring)
+	g.Expect(expiring).NotTo(BeNil())
+	g.Expect(expiring.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(expiring.Reason).To(Equal(v1alpha1.MemberTokenExpiresSoonReason))
 }
