@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -84,6 +85,66 @@ func TestWidgetsAcrossMembers(t *testing.T) {
 	}
 }
 
+// TestWidgetsRefusesUnsafeRegistrations registers, next to alpha and beta,
+// copies of alpha's registration that work only if the plugin reads a file
+// the kubeconfig names or skips TLS verification: widgets must refuse them
+// without a request and without quoting them, and still list the others.
+func TestWidgetsRefusesUnsafeRegistrations(t *testing.T) {
+	ctx := context.Background()
+	unjoinCleanup(t, "alpha", "alpha")
+	unjoinCleanup(t, "beta", "beta")
+	join(t, "alpha", "alpha")
+	join(t, "beta", "beta")
+	createWidget(t, testFleet.Member("alpha"), "shop", "cart", 1, false)
+	createWidget(t, testFleet.Member("beta"), "shop", "cart", 2, false)
+
+	doc := registration(t, "alpha").Data[kubeconfig.SecretKey]
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	for name, edit := range map[string]func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo){
+		"evil-token-file": func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			// alpha's valid token, read from this machine if the plugin followed tokenFile.
+			if err := os.WriteFile(tokenFile, []byte(u.Token), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			u.Token, u.TokenFile = "", tokenFile
+		},
+		"evil-insecure": func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.CertificateAuthorityData, c.InsecureSkipTLSVerify = nil, true
+		},
+	} {
+		hostile, err := fleet.EditKubeconfig(doc, edit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := kubeconfig.NewSecret(hubNS, name, hostile)
+		if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
+	}
+
+	r := run(t, "widgets", "-n", "shop")
+	if r.code != plugin.ExitKubeconfig {
+		t.Errorf("widgets with unsafe registrations: exit %d, want %d", r.code, plugin.ExitKubeconfig)
+	}
+	for _, want := range []string{
+		`error: cluster "evil-token-file": registration kubeconfig refused: context "alpha": unsafe kubeconfig: users[].user.tokenFile is not allowed`,
+		`error: cluster "evil-insecure": registration kubeconfig refused: context "alpha": unsafe kubeconfig: clusters[].cluster.insecure-skip-tls-verify`,
+		"2 of 4 members could not be read",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, tokenFile) {
+		t.Errorf("widgets quoted the tokenFile path:\n%s", r)
+	}
+	got := rows(r.stdout)
+	if len(got) != 3 || strings.Join(got[1][:3], " ") != "alpha cart 1" || strings.Join(got[2][:3], " ") != "beta cart 2" {
+		t.Errorf("widgets -n shop printed, want the header, alpha's cart and beta's cart only:\n%s", r.stdout)
+	}
+}
+
 func TestClustersShowsMemberClusterStatus(t *testing.T) {
 	ctx := context.Background()
 	unjoinCleanup(t, "alpha", "alpha")
@@ -148,7 +209,16 @@ func serverOfRegistration(t *testing.T, name string) string {
 	return raw.Clusters[raw.Contexts[raw.CurrentContext].Cluster].Server
 }
 
-func TestErrors(t *testing.T) {
+// brokenKubeconfigs are admin kubeconfig files that join must refuse.
+type brokenKubeconfigs struct {
+	dir string
+	// down has a port nothing listens on, insecure skips TLS verification,
+	// noCurrent has three contexts and no current one, empty has none.
+	down, insecure, noCurrent, empty string
+}
+
+func writeBrokenKubeconfigs(t *testing.T) brokenKubeconfigs {
+	t.Helper()
 	dir := t.TempDir()
 	// A copy of alpha's kubeconfig with a port nothing listens on.
 	raw, err := clientcmd.LoadFromFile(kubeconfigs.Each["alpha"])
@@ -158,6 +228,13 @@ func TestErrors(t *testing.T) {
 	raw.Clusters["alpha"].Server = "https://127.0.0.1:1"
 	down := filepath.Join(dir, "down.kubeconfig")
 	if err := clientcmd.WriteToFile(*raw, down); err != nil {
+		t.Fatal(err)
+	}
+	// One that reaches alpha but skips TLS verification.
+	raw.Clusters["alpha"].Server = testFleet.Member("alpha").Config.Host
+	raw.Clusters["alpha"].CertificateAuthorityData, raw.Clusters["alpha"].InsecureSkipTLSVerify = nil, true
+	insecure := filepath.Join(dir, "insecure.kubeconfig")
+	if err := clientcmd.WriteToFile(*raw, insecure); err != nil {
 		t.Fatal(err)
 	}
 	all, err := clientcmd.LoadFromFile(kubeconfigs.All)
@@ -173,7 +250,11 @@ func TestErrors(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return brokenKubeconfigs{dir: dir, down: down, insecure: insecure, noCurrent: noCurrent, empty: empty}
+}
 
+func TestErrors(t *testing.T) {
+	k := writeBrokenKubeconfigs(t)
 	unjoinCleanup(t, "alpha", "alpha")
 	join(t, "alpha", "alpha")
 
@@ -193,13 +274,15 @@ func TestErrors(t *testing.T) {
 		{"missing member context", []string{"join", "gamma", "--member-context", "nope"}, plugin.ExitKubeconfig,
 			`member "gamma": context "nope" not found in kubeconfig ` + kubeconfigs.All + " (contexts: alpha, beta, hub)"},
 		{"missing hub context", []string{"clusters", "--context", "nope"}, plugin.ExitKubeconfig, `hub: context "nope" not found`},
-		{"missing member kubeconfig", []string{"join", "gamma", "--member-kubeconfig", filepath.Join(dir, "absent")}, plugin.ExitKubeconfig, "cannot read kubeconfig"},
-		{"no contexts", []string{"join", "gamma", "--member-kubeconfig", empty}, plugin.ExitKubeconfig, "no contexts; pass --member-context (contexts: none)"},
-		{"no current context", []string{"join", "gamma", "--member-kubeconfig", noCurrent}, plugin.ExitKubeconfig,
+		{"missing member kubeconfig", []string{"join", "gamma", "--member-kubeconfig", filepath.Join(k.dir, "absent")}, plugin.ExitKubeconfig, "cannot read kubeconfig"},
+		{"no contexts", []string{"join", "gamma", "--member-kubeconfig", k.empty}, plugin.ExitKubeconfig, "no contexts; pass --member-context (contexts: none)"},
+		{"no current context", []string{"join", "gamma", "--member-kubeconfig", k.noCurrent}, plugin.ExitKubeconfig,
 			"3 contexts and no current-context; pass --member-context (contexts: alpha, beta, hub)"},
-		{"unreachable member", []string{"join", "gamma", "--member-kubeconfig", down}, plugin.ExitUnreachable,
+		{"unreachable member", []string{"join", "gamma", "--member-kubeconfig", k.down}, plugin.ExitUnreachable,
 			`member "gamma": cannot reach the API server at https://127.0.0.1:1`},
-		{"unreachable hub", []string{"clusters", "--kubeconfig", down, "--context", "alpha"}, plugin.ExitUnreachable, "hub: cannot reach the API server"},
+		{"insecure member", []string{"join", "gamma", "--member-kubeconfig", k.insecure}, plugin.ExitKubeconfig,
+			`member "gamma": the member kubeconfig skips TLS verification (insecure-skip-tls-verify), which the hub refuses`},
+		{"unreachable hub", []string{"clusters", "--kubeconfig", k.down, "--context", "alpha"}, plugin.ExitUnreachable, "hub: cannot reach the API server"},
 		{"already registered", []string{"join", "alpha", "--member-context", "alpha"}, plugin.ExitExists,
 			`"alpha" is already registered on the hub (Secret widgethub-system/alpha); pass --overwrite to replace it`},
 		{"no registration namespace", []string{"join", "gamma", "--member-context", "beta", "--registration-namespace", "elsewhere"}, plugin.ExitError,

@@ -126,7 +126,8 @@ func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, err
 		return nil, err
 	}
 	if member.config.Insecure {
-		fmt.Fprintf(o.stderr, "warning: %s: the member kubeconfig skips TLS verification, and so will the hub\n", member.role)
+		return nil, withCode(ExitKubeconfig, "%s: the member kubeconfig skips TLS verification (insecure-skip-tls-verify), which the hub refuses: "+
+			"give it the member's CA (certificate-authority or certificate-authority-data)", member.role)
 	}
 	existing, err := o.registration(ctx, hub, name)
 	if err != nil {

@@ -133,9 +133,12 @@ func (o *widgetsOptions) print(results []memberWidgets) error {
 // list reads the Widgets of the member registered by s, with its registration kubeconfig.
 func (o *widgetsOptions) list(ctx context.Context, s corev1.Secret) memberWidgets {
 	r := memberWidgets{cluster: s.Name}
+	// The defaults, as on the hub: a registration names no local files, no
+	// proxy, no credential plugin, and verifies TLS; this laptop is no less
+	// worth protecting from a hostile Secret than the hub.
 	cfg, err := clusters.RESTConfig(s.Data[kubeconfig.SecretKey], clusters.ConfigOptions{UserAgent: userAgent})
 	if err != nil {
-		r.err = err
+		r.err = withCode(ExitKubeconfig, "registration kubeconfig refused: %w", err)
 		return r
 	}
 	cfg.REST.Timeout = o.requestTimeout
