@@ -42,10 +42,11 @@ func join(t *testing.T, hub, member *kube, name string, extra ...string) {
 	logf("kubectl widgethub %s:\n%s", strings.Join(args, " "), strings.TrimSpace(out))
 }
 
-// unjoin removes the member's registration from the hub.
+// unjoin removes the member's registration from the hub. It leaves the
+// member alone (--keep-token): the scenarios check what the hub does.
 func unjoin(t *testing.T, hub *kube, name string) {
 	t.Helper()
-	code, out := widgethub(hub, "unjoin", name)
+	code, out := widgethub(hub, "unjoin", name, "--keep-token")
 	if code != 0 {
 		t.Fatalf("kubectl widgethub unjoin %s: exit %d\n%s", name, code, out)
 	}

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func (g *globals) clusters(ctx context.Context) error {
 		status[mcs.Items[i].Name] = &mcs.Items[i]
 	}
 
-	tw := newTable(g.stdout, "NAME", "READY", "REASON", "VERSION", "WIDGETS", "SERVER", "AGE")
+	tw := newTable(g.stdout, "NAME", "READY", "REASON", "VERSION", "WIDGETS", "SERVER", "TOKEN-EXPIRES", "AGE")
 	for _, s := range secrets {
 		ready, reason, version, widgets := "Unknown", "-", "-", "-"
 		if mc := status[s.Name]; mc != nil {
@@ -75,7 +76,7 @@ func (g *globals) clusters(ctx context.Context) error {
 				widgets = strconv.Itoa(int(mc.Status.Widgets))
 			}
 		}
-		row(tw, s.Name, ready, reason, version, widgets, serverOf(s.Data[kubeconfig.SecretKey]), age(s.CreationTimestamp))
+		row(tw, s.Name, ready, reason, version, widgets, viewKubeconfig(s.Data[kubeconfig.SecretKey]).server, expiryOf(&s), age(s.CreationTimestamp))
 	}
 	return tw.Flush()
 }
@@ -91,20 +92,25 @@ func (g *globals) registrations(ctx context.Context, hub *cluster) ([]corev1.Sec
 	return list.Items, nil
 }
 
-// serverOf is the server of a kubeconfig's current context, or a word saying why there is none.
-func serverOf(doc []byte) string {
+// kubeconfigView is what the plugin shows of a registration kubeconfig: the
+// server of its current context (or a word saying why there is none) and its
+// bearer token. The kubeconfig is parsed, never followed: no file it names is read.
+type kubeconfigView struct{ server, token string }
+
+func viewKubeconfig(doc []byte) kubeconfigView {
 	raw, err := clientcmd.Load(doc)
 	if err != nil {
-		return "<invalid kubeconfig>"
+		return kubeconfigView{server: "<invalid kubeconfig>"}
 	}
 	cur, err := clusters.CurrentContext(raw)
 	if err != nil {
-		return "<no current context>"
+		return kubeconfigView{server: "<no current context>"}
 	}
-	if cur.Cluster.Server == "" {
-		return "<no server>"
+	v := kubeconfigView{server: cmp.Or(cur.Cluster.Server, "<no server>")}
+	if cur.User != nil {
+		v.token = cur.User.Token
 	}
-	return cur.Cluster.Server
+	return v
 }
 
 func newTable(out io.Writer, header ...string) *tabwriter.Writer {

@@ -49,10 +49,7 @@ func rows(table string) [][]string {
 }
 
 func TestWidgetsAcrossMembers(t *testing.T) {
-	unjoinCleanup(t, "alpha", "alpha")
-	unjoinCleanup(t, "beta", "beta")
-	join(t, "alpha", "alpha")
-	join(t, "beta", "beta")
+	joinAlphaAndBeta(t)
 	createWidget(t, testFleet.Member("alpha"), "shop", "cart", 2, true)
 	createWidget(t, testFleet.Member("alpha"), "default", "web", 1, false)
 	createWidget(t, testFleet.Member("beta"), "shop", "cart", 3, false)
@@ -91,10 +88,7 @@ func TestWidgetsAcrossMembers(t *testing.T) {
 // without a request and without quoting them, and still list the others.
 func TestWidgetsRefusesUnsafeRegistrations(t *testing.T) {
 	ctx := context.Background()
-	unjoinCleanup(t, "alpha", "alpha")
-	unjoinCleanup(t, "beta", "beta")
-	join(t, "alpha", "alpha")
-	join(t, "beta", "beta")
+	joinAlphaAndBeta(t)
 	createWidget(t, testFleet.Member("alpha"), "shop", "cart", 1, false)
 	createWidget(t, testFleet.Member("beta"), "shop", "cart", 2, false)
 
@@ -149,8 +143,8 @@ func TestClustersShowsMemberClusterStatus(t *testing.T) {
 	ctx := context.Background()
 	unjoinCleanup(t, "alpha", "alpha")
 	unjoinCleanup(t, "beta", "beta")
-	join(t, "alpha", "alpha")
-	join(t, "beta", "beta", "--server", "https://beta.example:6443")
+	alphaJoin := join(t, "alpha", "alpha", "--token-ttl", "2h")
+	betaJoin := join(t, "beta", "beta", "--server", "https://beta.example:6443")
 
 	// The hub's manager is not running here: write alpha's status as it would.
 	mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "alpha"}}
@@ -171,8 +165,14 @@ func TestClustersShowsMemberClusterStatus(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("clusters printed %d lines, want 3:\n%s", len(got), r.stdout)
 	}
-	if h := strings.Join(got[0], " "); h != "NAME READY REASON VERSION WIDGETS SERVER AGE" {
+	if h := strings.Join(got[0], " "); h != "NAME READY REASON VERSION WIDGETS SERVER TOKEN-EXPIRES AGE" {
 		t.Errorf("header = %q", h)
+	}
+	// The expiry read from each token is the one the API server gave join.
+	for i, j := range []result{alphaJoin, betaJoin} {
+		if want := mintedUntil(t, j); got[i+1][6] != want {
+			t.Errorf("%s TOKEN-EXPIRES = %q, want %q as join printed", got[i+1][0], got[i+1][6], want)
+		}
 	}
 	if a := strings.Join(got[1][:5], " "); a != "alpha True Engaged v1.36.3 4" || !strings.HasPrefix(got[1][5], "https://127.0.0.1:") {
 		t.Errorf("alpha row = %q", got[1])
@@ -287,8 +287,10 @@ func TestErrors(t *testing.T) {
 			`"alpha" is already registered on the hub (Secret widgethub-system/alpha); pass --overwrite to replace it`},
 		{"no registration namespace", []string{"join", "gamma", "--member-context", "beta", "--registration-namespace", "elsewhere"}, plugin.ExitError,
 			`registration namespace "elsewhere" does not exist`},
-		{"unjoin unknown", []string{"unjoin", "gamma"}, plugin.ExitNotFound, `"gamma" is not registered on the hub`},
-		{"cleanup without member", []string{"unjoin", "alpha", "--cleanup"}, plugin.ExitUsage, "--cleanup needs the member"},
+		{"unjoin unknown", []string{"unjoin", "gamma", "--member-context", "beta"}, plugin.ExitNotFound, `"gamma" is not registered on the hub`},
+		{"unjoin without member", []string{"unjoin", "alpha"}, plugin.ExitUsage, "needs the member admin's credentials"},
+		{"cleanup without member", []string{"unjoin", "alpha", "--cleanup"}, plugin.ExitUsage, "needs the member admin's credentials"},
+		{"cleanup with keep-token", []string{"unjoin", "alpha", "--cleanup", "--keep-token"}, plugin.ExitUsage, "--keep-token does not reach the member"},
 		{"widgets of unknown cluster", []string{"widgets", "--cluster", "gamma"}, plugin.ExitNotFound, `"gamma" is not registered`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,12 +5,15 @@
 //     and the least-privilege ClusterRole the hub needs there (the generated
 //     config/member-rbac role plus read access to discovery), fenced by a
 //     ValidatingAdmissionPolicy (config/member-rbac) so that it writes only
-//     Widget-owned Deployments, mints a token for it with the TokenRequest API
-//     and registers a kubeconfig built from that token and the member's CA as
-//     a labelled Secret on the hub.
-//   - unjoin NAME deletes the registration Secret and, with --cleanup, what
-//     join created in the member (the CRD and the Widgets stay).
-//   - clusters lists the registrations with the hub's MemberCluster status.
+//     Widget-owned Deployments, mints a token for it with the TokenRequest API,
+//     bound to a Secret of this registration's own (token.go), and registers
+//     a kubeconfig built from that token and the member's CA as a labelled
+//     Secret on the hub.
+//   - unjoin NAME revokes the registration's token (it deletes the Secret
+//     the token is bound to), deletes the registration Secret and, with
+//     --cleanup, what join created in the member (the CRD and the Widgets stay).
+//   - clusters lists the registrations with the hub's MemberCluster status
+//     and when each token expires.
 //   - widgets lists the Widgets of every member, reading each member through
 //     its registration kubeconfig, in one table with a CLUSTER column.
 //

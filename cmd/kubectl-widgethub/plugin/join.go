@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -49,10 +50,12 @@ func joinCommand(g *globals) *cobra.Command {
      the ServiceAccount widgethub-system/widgethub-member, and the ClusterRole
      and ClusterRoleBinding widgethub-member: Widgets and their status,
      Deployments, Events and API discovery, nothing more;
-  3. mints a token for that ServiceAccount (TokenRequest API, --token-ttl,
-     revoked when the ServiceAccount is deleted by unjoin --cleanup);
+  3. creates a Secret widgethub-member-token-XXXXX in widgethub-system there
+     and mints a token for the ServiceAccount bound to it (TokenRequest API,
+     --token-ttl): deleting that Secret revokes this token and no other;
   4. creates the registration Secret NAME on the hub: a kubeconfig with that
-     token and the member's CA, labelled widgethub.io/kubeconfig=true.
+     token and the member's CA, labelled widgethub.io/kubeconfig=true;
+  5. with --overwrite, then revokes the token of the registration it replaced.
 
 The hub's manager must reach the member at the kubeconfig's server address.
 For a kind member that address is 127.0.0.1 on your machine, which a pod on
@@ -82,11 +85,21 @@ func (o *joinOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	token, err := o.installInMember(ctx, j)
+	if err := o.installInMember(ctx, j); err != nil {
+		return err
+	}
+	token, err := o.mint(ctx, j)
 	if err != nil {
 		return err
 	}
-	return o.registerOnHub(ctx, j, token)
+	if err := o.registerOnHub(ctx, j, token); err != nil {
+		// The new token is registered nowhere: it must not outlive this run.
+		if rerr := revokeToken(ctx, j.member, j.tokenSecret, o.stdout); rerr != nil {
+			return fmt.Errorf("%w (and revoking the new token failed: %v)", err, rerr)
+		}
+		return err
+	}
+	return o.revokeReplaced(ctx, j)
 }
 
 // validate checks the flags before any cluster is contacted.
@@ -111,6 +124,8 @@ type joining struct {
 	// server is the address the hub will use for the member.
 	server   string
 	existing *corev1.Secret
+	// tokenSecret is the Secret in the member that the new token is bound to.
+	tokenSecret string
 }
 
 // preflight checks, before anything is written, that both clusters answer,
@@ -140,38 +155,54 @@ func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, err
 	return &joining{name: name, hub: hub, member: member, server: o.memberServer(name, member), existing: existing}, nil
 }
 
-// installInMember installs the Widget CRD, the namespace, the ServiceAccount
-// and its RBAC in the member, and mints the hub's token.
-func (o *joinOptions) installInMember(ctx context.Context, j *joining) (token string, err error) {
+// installInMember installs the Widget CRD, the namespace, the admission
+// policy, the ServiceAccount and its RBAC in the member.
+func (o *joinOptions) installInMember(ctx context.Context, j *joining) error {
 	out, m := o.stdout, j.member
 	fmt.Fprintf(out, "%s: joining context %q (%s), Kubernetes %s\n", m.role, m.context, m.config.Host, m.version)
 	if err := installCRD(ctx, m.client); err != nil {
-		return "", fmt.Errorf("%s: %w", m.role, err)
+		return fmt.Errorf("%s: %w", m.role, err)
 	}
 	fmt.Fprintf(out, "%s: Widget CRD %s installed\n", m.role, WidgetCRDName)
 	created, err := ensureNamespace(ctx, m.client)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", m.role, err)
+		return fmt.Errorf("%s: %w", m.role, err)
 	}
 	if created {
 		fmt.Fprintf(out, "%s: namespace %s created\n", m.role, MemberNamespace)
 	}
 	objs, err := memberObjects()
 	if err != nil {
-		return "", err
+		return err
 	}
 	for _, obj := range objs {
 		if err := apply(ctx, m.client, obj); err != nil {
-			return "", fmt.Errorf("%s: apply %T %s: %w", m.role, obj, obj.GetName(), err)
+			return fmt.Errorf("%s: apply %T %s: %w", m.role, obj, obj.GetName(), err)
 		}
 	}
 	fmt.Fprintf(out, "%s: ValidatingAdmissionPolicy and binding %s, ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s applied\n",
 		m.role, MemberAdmissionPolicy, MemberNamespace, MemberServiceAccount, MemberClusterRole)
-	token, expires, err := mintToken(ctx, m.client, o.tokenTTL)
+	return nil
+}
+
+// mint creates the registration's token Secret in the member and mints the
+// hub's token bound to it.
+func (o *joinOptions) mint(ctx context.Context, j *joining) (token string, err error) {
+	m := j.member
+	bound, err := createTokenSecret(ctx, m.client, o.registrationNamespace+"/"+j.name)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", m.role, err)
 	}
-	fmt.Fprintf(out, "%s: token minted for the hub, valid until %s\n", m.role, expires.UTC().Format(time.RFC3339))
+	j.tokenSecret = bound.Name
+	token, expires, err := mintToken(ctx, m.client, o.tokenTTL, bound)
+	if err != nil {
+		if rerr := revokeToken(ctx, m, bound.Name, io.Discard); rerr != nil {
+			return "", fmt.Errorf("%s: %w (and deleting Secret %s/%s failed: %v)", m.role, err, MemberNamespace, bound.Name, rerr)
+		}
+		return "", fmt.Errorf("%s: %w", m.role, err)
+	}
+	fmt.Fprintf(o.stdout, "%s: token minted for the hub, bound to Secret %s/%s, valid until %s\n",
+		m.role, MemberNamespace, bound.Name, expires.UTC().Format(time.RFC3339))
 	return token, nil
 }
 
@@ -185,7 +216,7 @@ func (o *joinOptions) registerOnHub(ctx context.Context, j *joining, token strin
 	if err := verify(ctx, doc, j.member.config.Host, o.requestTimeout); err != nil {
 		return fmt.Errorf("%s: the new credentials do not work yet, nothing was registered on the hub: %w", j.member.role, err)
 	}
-	if err := o.register(ctx, j.hub, j.name, doc, j.existing); err != nil {
+	if err := o.register(ctx, j, doc); err != nil {
 		return err
 	}
 	verb := "registered"
@@ -193,7 +224,25 @@ func (o *joinOptions) registerOnHub(ctx context.Context, j *joining, token strin
 		verb = "re-registered"
 	}
 	fmt.Fprintf(o.stdout, "hub: %s %q as Secret %s/%s; the hub reaches it at %s\n", verb, j.name, o.registrationNamespace, j.name, j.server)
-	fmt.Fprintf(o.stdout, "Check it with: kubectl widgethub clusters\n")
+	return nil
+}
+
+// revokeReplaced revokes the token of the registration join replaced, once
+// the new one is in place.
+func (o *joinOptions) revokeReplaced(ctx context.Context, j *joining) error {
+	defer fmt.Fprintf(o.stdout, "Check it with: kubectl widgethub clusters\n")
+	if j.existing == nil {
+		return nil
+	}
+	prev := j.existing.Annotations[TokenSecretAnnotation]
+	if prev == "" {
+		fmt.Fprintf(o.stdout, "%s: the replaced token was bound to no Secret of its own (registered by hand or by an older join): "+
+			"it stays valid until it expires (%s), or until unjoin --cleanup deletes the ServiceAccount\n", j.member.role, expiryOf(j.existing))
+		return nil
+	}
+	if err := revokeToken(ctx, j.member, prev, o.stdout); err != nil {
+		return fmt.Errorf("%q is re-registered, but its previous token is not revoked: %w", j.name, err)
+	}
 	return nil
 }
 
@@ -237,26 +286,33 @@ func (o *joinOptions) registration(ctx context.Context, hub *cluster, name strin
 	return secret, nil
 }
 
-// register creates the registration Secret, or replaces existing's kubeconfig.
-func (o *joinOptions) register(ctx context.Context, hub *cluster, name string, doc []byte, existing *corev1.Secret) error {
-	want := kubeconfig.NewSecret(o.registrationNamespace, name, doc)
-	if existing == nil {
-		err := hub.client.Create(ctx, want)
+// register creates the registration Secret, or replaces the kubeconfig of
+// the existing one; either names the new token's Secret in an annotation.
+func (o *joinOptions) register(ctx context.Context, j *joining, doc []byte) error {
+	want := kubeconfig.NewSecret(o.registrationNamespace, j.name, doc)
+	want.Annotations = map[string]string{TokenSecretAnnotation: j.tokenSecret}
+	if j.existing == nil {
+		err := j.hub.client.Create(ctx, want)
 		if apierrors.IsAlreadyExists(err) {
-			return withCode(ExitExists, "%q was registered on the hub by someone else meanwhile; pass --overwrite to replace it", name)
+			return withCode(ExitExists, "%q was registered on the hub by someone else meanwhile; pass --overwrite to replace it", j.name)
 		}
 		if err != nil {
-			return fmt.Errorf("hub: create Secret %s/%s: %w", o.registrationNamespace, name, err)
+			return fmt.Errorf("hub: create Secret %s/%s: %w", o.registrationNamespace, j.name, err)
 		}
 		return nil
 	}
-	if existing.Labels == nil {
-		existing.Labels = map[string]string{}
+	s := j.existing.DeepCopy()
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
 	}
-	existing.Labels[kubeconfig.SecretLabel] = "true"
-	existing.Data = want.Data
-	if err := hub.client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("hub: update Secret %s/%s: %w", o.registrationNamespace, name, err)
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Labels[kubeconfig.SecretLabel] = "true"
+	s.Annotations[TokenSecretAnnotation] = j.tokenSecret
+	s.Data = want.Data
+	if err := j.hub.client.Update(ctx, s); err != nil {
+		return fmt.Errorf("hub: update Secret %s/%s: %w", o.registrationNamespace, j.name, err)
 	}
 	return nil
 }

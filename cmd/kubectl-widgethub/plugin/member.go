@@ -11,7 +11,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,7 +46,10 @@ const (
 
 // managedBy marks the objects join created, and only those are deleted by
 // unjoin --cleanup: a namespace that existed before join carries no such label.
-var managedBy = map[string]string{"app.kubernetes.io/managed-by": fieldManager, "app.kubernetes.io/part-of": "widgethub"}
+var managedBy = map[string]string{managedByLabel: fieldManager, "app.kubernetes.io/part-of": "widgethub"}
+
+// managedByLabel is the label that tells join's objects: its value is fieldManager.
+const managedByLabel = "app.kubernetes.io/managed-by"
 
 // discoveryRule lets the hub read API discovery, the server version and
 // /readyz: what its REST mapper, its health probe and its preflight read.
@@ -206,19 +208,6 @@ func ensureNamespace(ctx context.Context, c client.Client) (created bool, err er
 	return true, nil
 }
 
-// mintToken asks the TokenRequest API for a token of the member's
-// ServiceAccount. The token is bound to the ServiceAccount: deleting it
-// (unjoin --cleanup) revokes the token. The API server may shorten ttl; the
-// returned time is the real expiry.
-func mintToken(ctx context.Context, c client.Client, ttl time.Duration) (token string, expires time.Time, err error) {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: MemberServiceAccount, Namespace: MemberNamespace}}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl.Seconds()))}}
-	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {
-		return "", time.Time{}, fmt.Errorf("request a token for ServiceAccount %s/%s: %w", MemberNamespace, MemberServiceAccount, err)
-	}
-	return req.Status.Token, req.Status.ExpirationTimestamp.Time, nil
-}
-
 // cleanupMember deletes what join created in the member, newest first, and
 // reports each object on out. Objects without the managedBy labels were not
 // made by join and stay.
@@ -253,7 +242,7 @@ func deleteIfManaged(ctx context.Context, c client.Client, obj client.Object, ou
 	} else if err != nil {
 		return fmt.Errorf("get %s: %w", what, err)
 	}
-	if obj.GetLabels()["app.kubernetes.io/managed-by"] != fieldManager {
+	if obj.GetLabels()[managedByLabel] != fieldManager {
 		fmt.Fprintf(out, "member %q: kept %s: join did not create it\n", member, what)
 		return nil
 	}

@@ -96,3 +96,13 @@ func join(t *testing.T, name, member string, extra ...string) result {
 	t.Helper()
 	return mustRun(t, append([]string{"join", name, "--member-context", member}, extra...)...)
 }
+
+// joinAlphaAndBeta joins alpha and beta under their own names, and unjoins
+// them with --cleanup at the end of the test.
+func joinAlphaAndBeta(t *testing.T) {
+	t.Helper()
+	for _, member := range []string{"alpha", "beta"} {
+		unjoinCleanup(t, member, member)
+		join(t, member, member)
+	}
+}
