@@ -51,7 +51,14 @@ type ConfigOptions struct {
 	AllowLinkLocal bool
 	// UserAgent names the operator to the member's API server.
 	UserAgent string
+	// RequestTimeout bounds every request to the member but watches; zero
+	// means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout bounds a member request (watches excepted): a member
+// that accepts connections and never answers must not hold a worker longer.
+const DefaultRequestTimeout = 30 * time.Second
 
 // Config is a validated member configuration.
 type Config struct {
@@ -60,6 +67,8 @@ type Config struct {
 	Context string
 	// Contexts is how many contexts the kubeconfig holds.
 	Contexts int
+	// RequestTimeout bounds every request but watches (see ConfigOptions).
+	RequestTimeout time.Duration
 	// TokenExpiry is the exp claim of the bearer token when it is a JWT
 	// (read, not verified); zero when unknown.
 	TokenExpiry time.Time
@@ -114,7 +123,11 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 	// with others, so its connections close when the member goes.
 	cfg.Proxy = http.ProxyFromEnvironment
 	cfg.Dial = Dialer(opts.AllowLinkLocal).DialContext
-	return &Config{REST: cfg, Context: name, Contexts: len(raw.Contexts), TokenExpiry: jwtExpiry(cfg.BearerToken)}, nil
+	timeout := opts.RequestTimeout
+	if timeout == 0 {
+		timeout = DefaultRequestTimeout
+	}
+	return &Config{REST: cfg, Context: name, Contexts: len(raw.Contexts), RequestTimeout: timeout, TokenExpiry: jwtExpiry(cfg.BearerToken)}, nil
 }
 
 // Context is a kubeconfig context with the cluster and user it names.

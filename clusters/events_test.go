@@ -31,7 +31,7 @@ func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New(name, cfg, clusters.NewScheme(), ctrl.Log.WithName(name))
+	member, err := clusters.New(name, cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log.WithName(name)})
 	if err != nil {
 		t.Fatal(err)
 	}

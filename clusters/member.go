@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -49,8 +51,20 @@ type Member struct {
 	stopped  atomic.Bool
 }
 
+// MemberOptions are what a Member needs besides its Config.
+type MemberOptions struct {
+	// Scheme of the member's objects. Required.
+	Scheme *runtime.Scheme
+	// Logger names the member in every line.
+	Logger logr.Logger
+	// CacheByObject narrows what the member's cache holds per kind, e.g. only
+	// the Deployments the operator manages.
+	CacheByObject map[client.Object]cache.ByObject
+}
+
 // New builds a Member named name from cfg; it does not contact the member.
-func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Member, error) {
+func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
+	log := opts.Logger
 	dial := cfg.REST.Dial
 	if dial == nil {
 		dial = Dialer(false).DialContext
@@ -61,15 +75,18 @@ func New(name string, cfg *Config, scheme *runtime.Scheme, log logr.Logger) (*Me
 	}}
 	restCfg := rest.CopyConfig(cfg.REST)
 	restCfg.Dial = m.conns.dialTracked
-	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &stoppable{member: m, next: rt} })
+	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &stoppable{member: m, next: &deadline{timeout: cfg.RequestTimeout, next: rt}}
+	})
 	httpClient, err := rest.HTTPClientFor(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("member %q: http client: %w", name, err)
 	}
 	m.httpClient = httpClient
 	cl, err := cluster.New(restCfg, func(o *cluster.Options) {
-		o.Scheme = scheme
+		o.Scheme = opts.Scheme
 		o.HTTPClient = httpClient
+		o.Cache.ByObject = opts.CacheByObject
 		o.Logger = log
 		o.Cache.ReaderFailOnMissingInformer = true
 		o.Cache.DefaultWatchErrorHandler = m.recordWatchError
@@ -229,4 +246,45 @@ func (m *Member) recordWatchError(ctx context.Context, r *toolscache.Reflector, 
 	m.watchErr = err
 	m.mu.Unlock()
 	toolscache.DefaultWatchErrorHandler(ctx, r, err)
+}
+
+// deadline bounds every request but watches by timeout (zero: no bound),
+// unless its context ends sooner. A list or write to a member that accepts
+// connections and never answers then fails in time and frees its worker.
+type deadline struct {
+	timeout time.Duration
+	next    http.RoundTripper
+}
+
+func (d *deadline) RoundTrip(req *http.Request) (*http.Response, error) {
+	if d.timeout <= 0 || isWatch(req) {
+		return d.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), d.timeout)
+	resp, err := d.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// WrappedRoundTripper lets client-go's utilities reach the transport below.
+func (d *deadline) WrappedRoundTripper() http.RoundTripper { return d.next }
+
+func isWatch(req *http.Request) bool {
+	w := req.URL.Query().Get("watch")
+	return w == "true" || w == "1"
+}
+
+// cancelOnClose releases a request's deadline once its body is read and closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	defer c.cancel()
+	return c.ReadCloser.Close()
 }

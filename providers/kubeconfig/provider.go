@@ -73,6 +73,8 @@ type Options struct {
 	// WatchedObjects are the kinds whose informers must sync before a member
 	// is engaged (the kinds the member controllers watch).
 	WatchedObjects []client.Object
+	// CacheByObject narrows what each member's cache holds per kind.
+	CacheByObject map[client.Object]cache.ByObject
 	// ConcurrentEngagements is how many Secrets are reconciled at once.
 	// Defaults to DefaultConcurrentEngagements.
 	ConcurrentEngagements int

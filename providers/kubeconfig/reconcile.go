@@ -106,7 +106,7 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 
 // engage checks a new member, starts its caches with a bound and engages it.
 func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cfg *clusters.Config, hash [sha256.Size]byte, log logr.Logger) observation {
-	member, err := clusters.New(string(name), cfg, p.opts.Scheme, log)
+	member, err := clusters.New(string(name), cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log, CacheByObject: p.opts.CacheByObject})
 	if err != nil {
 		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason, message: err.Error(), err: reconcile.TerminalError(err)}
 	}

@@ -22,6 +22,12 @@ const (
 	containerName  = "widget"
 )
 
+// ManagedDeployments selects the Deployments widgethub writes: a member's
+// cache holds only those, whatever else the member runs.
+func ManagedDeployments() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{ManagedByLabel: managedByValue})
+}
+
 // podLabels select the pods of one Widget.
 func podLabels(w *v1alpha1.Widget) map[string]string {
 	return map[string]string{NameLabel: nameValue, InstanceLabel: w.Name}

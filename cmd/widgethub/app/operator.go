@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -30,13 +31,15 @@ const DefaultMaxConcurrentReconciles = 32
 
 // Options are the manager's settings; BindFlags exposes them as flags.
 type Options struct {
-	RegistrationNamespace   string
-	MetricsBindAddress      string
-	HealthProbeBindAddress  string
-	LeaderElection          bool
-	MemberQPS               float64
-	MemberBurst             int
-	MemberSyncTimeout       time.Duration
+	RegistrationNamespace  string
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	LeaderElection         bool
+	MemberQPS              float64
+	MemberBurst            int
+	MemberSyncTimeout      time.Duration
+	// MemberRequestTimeout bounds every member request but watches.
+	MemberRequestTimeout    time.Duration
 	MaxConcurrentReconciles int
 	// MaxConcurrentReconcilesPerMember bounds one member's share of the
 	// workers; zero means three quarters of MaxConcurrentReconciles.
@@ -62,6 +65,7 @@ func DefaultOptions() Options {
 		MemberQPS:               clusters.DefaultQPS,
 		MemberBurst:             clusters.DefaultBurst,
 		MemberSyncTimeout:       kubeconfig.DefaultSyncTimeout,
+		MemberRequestTimeout:    clusters.DefaultRequestTimeout,
 		MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
 		ProbeInterval:           kubeconfig.DefaultProbeInterval,
 		ProbeTimeout:            kubeconfig.DefaultProbeTimeout,
@@ -82,6 +86,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Elect one active manager through a Lease in the registration namespace.")
 	fs.Float64Var(&o.MemberQPS, "member-qps", o.MemberQPS, "Queries per second to each member API server.")
 	fs.IntVar(&o.MemberBurst, "member-burst", o.MemberBurst, "Burst of queries to each member API server.")
+	fs.DurationVar(&o.MemberRequestTimeout, "member-request-timeout", o.MemberRequestTimeout,
+		"Bound on every request to a member but watches: a member that accepts connections and never answers frees the worker then.")
 	fs.DurationVar(&o.MemberSyncTimeout, "member-sync-timeout", o.MemberSyncTimeout,
 		"How long a member's caches may take to sync before its engagement is retried.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles,
@@ -117,9 +123,12 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 			AllowInsecure:          opts.AllowInsecureMembers,
 			AllowLinkLocal:         opts.AllowLinkLocalMembers,
 			UserAgent:              "widgethub",
+			RequestTimeout:         opts.MemberRequestTimeout,
 		},
-		SyncTimeout:      opts.MemberSyncTimeout,
-		WatchedObjects:   []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
+		SyncTimeout:    opts.MemberSyncTimeout,
+		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
+		// A member's cache holds only the Deployments widgethub manages.
+		CacheByObject:    map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: widget.ManagedDeployments()}},
 		ProbeInterval:    opts.ProbeInterval,
 		ProbeTimeout:     opts.ProbeTimeout,
 		FailureThreshold: opts.ProbeFailureThreshold,
