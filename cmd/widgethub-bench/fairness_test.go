@@ -38,19 +38,19 @@ func TestQuietMemberIsServedDuringAFlood(t *testing.T) {
 	floodedClient := directClient(t, flooded)
 	quietClient := directClient(t, quiet)
 
-	if err := fleet.CreateWidgets(ctx, quietClient, "quiet", QuietPrefix, quietWidgets, 4); err != nil {
+	if err := fleet.CreateWidgets(ctx, quietClient, "quiet", quietPrefix, quietWidgets, 4); err != nil {
 		t.Fatal(err)
 	}
-	floodTracker, err := NewTracker(ctx, flooded.Config, scheme, "")
+	floodTracker, err := newTracker(ctx, flooded.Config, scheme, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer floodTracker.Stop()
-	quietTracker, err := NewTracker(ctx, quiet.Config, scheme, "quiet")
+	defer floodTracker.stop()
+	quietTracker, err := newTracker(ctx, quiet.Config, scheme, "quiet")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer quietTracker.Stop()
+	defer quietTracker.stop()
 
 	for _, m := range []*fleet.ControlPlane{flooded, quiet} {
 		if err := testFleet.Hub.Client.Create(ctx, kubeconfig.NewSecret(kubeconfig.DefaultNamespace, m.Name, m.Kubeconfig)); err != nil {
@@ -61,76 +61,76 @@ func TestQuietMemberIsServedDuringAFlood(t *testing.T) {
 	// flooded member has no Widget yet: its first one shows its engagement.
 	engageCtx, cancelEngage := context.WithTimeout(ctx, time.Minute)
 	defer cancelEngage()
-	if _, err := quietTracker.WaitReconciled(engageCtx, "quiet", quietWidgets); err != nil {
+	if _, err := quietTracker.waitReconciled(engageCtx, "quiet", quietWidgets); err != nil {
 		t.Fatalf("quiet member not engaged: %v", err)
 	}
 	if err := fleet.CreateWidgets(ctx, floodedClient, "probe", "probe", 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := floodTracker.WaitReconciled(engageCtx, "probe", 1); err != nil {
+	if _, err := floodTracker.waitReconciled(engageCtx, "probe", 1); err != nil {
 		t.Fatalf("flooded member not engaged: %v", err)
 	}
 
-	res, err := Flood{
-		Flooded: floodedClient, Quiet: quietClient,
-		FloodTracker: floodTracker, QuietTracker: quietTracker,
-		FloodNamespace: "flood", Widgets: floodWidgets, Writers: 8,
-		QuietNamespace: "quiet", QuietWidgets: quietWidgets, ChangeEvery: 50 * time.Millisecond,
-		Window: 3 * time.Minute,
-	}.Run(ctx)
+	res, err := flood{
+		flooded: floodedClient, quiet: quietClient,
+		floodTracker: floodTracker, quietTracker: quietTracker,
+		floodNamespace: "flood", widgets: floodWidgets, writers: 8,
+		quietNamespace: "quiet", quietWidgets: quietWidgets, changeEvery: 50 * time.Millisecond,
+		window: 3 * time.Minute,
+	}.run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Drained.IsZero() {
-		t.Fatalf("the flood was not reconciled within the window: %d of %d", res.Reconciled, floodWidgets)
+	if res.drained.IsZero() {
+		t.Fatalf("the flood was not reconciled within the window: %d of %d", res.reconciled, floodWidgets)
 	}
-	drain := res.DrainTime()
-	backlog := floodWidgets - floodTracker.ReconciledBy("flood", res.Created)
+	drain := res.drainTime()
+	backlog := floodWidgets - floodTracker.reconciledBy("flood", res.created)
 	t.Logf("flood of %d: created in %s, reconciled in %s, %d not reconciled when the last was created; %d quiet changes",
-		floodWidgets, res.Created.Sub(res.Start), drain, backlog, len(res.Changes))
+		floodWidgets, res.created.Sub(res.start), drain, backlog, len(res.changes))
 	// Without a backlog the flood would not compete with the quiet member.
 	if backlog < floodWidgets/5 {
 		t.Fatalf("the flood built a backlog of only %d Widgets; the test measures nothing (raise floodWidgets)", backlog)
 	}
-	if len(res.Changes) < 10 {
-		t.Fatalf("only %d quiet changes during the flood", len(res.Changes))
+	if len(res.changes) < 10 {
+		t.Fatalf("only %d quiet changes during the flood", len(res.changes))
 	}
 
 	var slowest time.Duration
 	duringBacklog := 0
-	for _, c := range res.Changes {
-		if c.Reconciled.IsZero() {
-			t.Fatalf("quiet change of %s (generation %d) was not reconciled within the window", c.Key, c.Generation)
+	for _, c := range res.changes {
+		if c.reconciled.IsZero() {
+			t.Fatalf("quiet change of %s (generation %d) was not reconciled within the window", c.key, c.generation)
 		}
-		slowest = max(slowest, c.Reconciled.Sub(c.At))
-		if c.FloodLeft > 0 {
+		slowest = max(slowest, c.reconciled.Sub(c.at))
+		if c.floodLeft > 0 {
 			duringBacklog++
 		}
 	}
-	lat := res.Latencies(res.End)
-	p50, _ := Percentile(lat, 50)
-	p99, _ := Percentile(lat, 99)
+	lat := res.latencies(res.end)
+	p50, _ := percentile(lat, 50)
+	p99, _ := percentile(lat, 99)
 	t.Logf("quiet change latency p50 %s, p99 %s, max %s; %d of %d reconciled while the flood had a backlog",
-		p50, p99, FormatDuration(slowest), duringBacklog, len(res.Changes))
+		p50, p99, formatDuration(slowest), duringBacklog, len(res.changes))
 	// A first-in first-out queue makes the slowest change wait for the
 	// backlog left when the last Widget of the flood is created, about half
 	// the drain time or more, and the median a tenth of it.
 	if slowest > drain/3 {
 		t.Errorf("the slowest quiet change took %s, more than a third of the flood's drain time %s: the quiet member waited behind the flood",
-			FormatDuration(slowest), FormatDuration(drain))
+			formatDuration(slowest), formatDuration(drain))
 	}
-	if p50.Value > drain/20 {
-		t.Errorf("the median quiet change took %s, more than a twentieth of the flood's drain time %s", p50, FormatDuration(drain))
+	if p50.value > drain/20 {
+		t.Errorf("the median quiet change took %s, more than a twentieth of the flood's drain time %s", p50, formatDuration(drain))
 	}
-	if duringBacklog < len(res.Changes)*9/10 {
+	if duringBacklog < len(res.changes)*9/10 {
 		t.Errorf("only %d of %d quiet changes were reconciled while the flooded member still had unreconciled Widgets",
-			duringBacklog, len(res.Changes))
+			duringBacklog, len(res.changes))
 	}
 }
 
 func directClient(t *testing.T, cp *fleet.ControlPlane) client.Client {
 	t.Helper()
-	c, err := NewClient(cp.Config, clusters.NewScheme())
+	c, err := newClient(cp.Config, clusters.NewScheme())
 	if err != nil {
 		t.Fatal(err)
 	}

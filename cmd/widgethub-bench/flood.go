@@ -11,110 +11,110 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// QuietPrefix names the Widgets of the quiet member: fleet.WidgetName(QuietPrefix, i).
-const QuietPrefix = "quiet"
+// quietPrefix names the Widgets of the quiet member: fleet.WidgetName(quietPrefix, i).
+const quietPrefix = "quiet"
 
-// Flood describes a fairness measurement: one member is flooded with new
+// flood describes a fairness measurement: one member is flooded with new
 // Widgets while single Widgets of a quiet member change one after another.
-// Both members must be engaged and their Trackers running.
-type Flood struct {
-	// Flooded and Quiet are direct clients of the two members.
-	Flooded, Quiet client.Client
-	// FloodTracker and QuietTracker watch the two members.
-	FloodTracker, QuietTracker *Tracker
-	// FloodNamespace receives Widgets new Widgets from Writers writers.
-	FloodNamespace string
-	Widgets        int
-	Writers        int
-	// QuietNamespace holds QuietWidgets reconciled Widgets named
-	// fleet.WidgetName(QuietPrefix, i); one of them, in turn, changes every ChangeEvery
+// Both members must be engaged and their trackers running.
+type flood struct {
+	// flooded and quiet are direct clients of the two members.
+	flooded, quiet client.Client
+	// floodTracker and quietTracker watch the two members.
+	floodTracker, quietTracker *tracker
+	// floodNamespace receives widgets new Widgets from writers writers.
+	floodNamespace string
+	widgets        int
+	writers        int
+	// quietNamespace holds quietWidgets reconciled Widgets named
+	// fleet.WidgetName(quietPrefix, i); one of them, in turn, changes every changeEvery
 	// until the flood is reconciled.
-	QuietNamespace string
-	QuietWidgets   int
-	ChangeEvery    time.Duration
-	// FirstChange numbers the first change; set it to the changes of an
-	// earlier Baseline so that every change changes the spec.
-	FirstChange int
-	// Window bounds the measurement from the flood's start: the flood that is
+	quietNamespace string
+	quietWidgets   int
+	changeEvery    time.Duration
+	// firstChange numbers the first change; set it to the changes of an
+	// earlier baseline so that every change changes the spec.
+	firstChange int
+	// window bounds the measurement from the flood's start: the flood that is
 	// not reconciled by then, and changes not reconciled by then, are reported
 	// as unfinished. Changes stop at half the window, so that an unfinished
 	// change waited at least half the window.
-	Window time.Duration
-	// Writes, when set, counts the controller's writes to the flooded member.
-	Writes *WriteCounter
+	window time.Duration
+	// writes, when set, counts the controller's writes to the flooded member.
+	writes *writeCounter
 }
 
-// FloodResult is what a Flood measured.
-type FloodResult struct {
-	// Start is when the first Widget of the flood was sent; Created when the
+// floodResult is what a flood measured.
+type floodResult struct {
+	// start is when the first Widget of the flood was sent; created when the
 	// last one was created.
-	Start, Created time.Time
-	// Drained is when the last Widget of the flood was seen reconciled; zero
+	start, created time.Time
+	// drained is when the last Widget of the flood was seen reconciled; zero
 	// when the window closed first.
-	Drained time.Time
-	// End is Drained, or the end of the window.
-	End time.Time
-	// Reconciled is how many Widgets of the flood were reconciled by End.
-	Reconciled int
-	// Writes are the controller's writes to the flooded member from Start
-	// to End, and from Created to End, when Flood.Writes is set.
-	Writes, WritesAfterCreated Writes
-	// Changes are the quiet member's changes.
-	Changes []Change
+	drained time.Time
+	// end is drained, or the end of the window.
+	end time.Time
+	// reconciled is how many Widgets of the flood were reconciled by end.
+	reconciled int
+	// writes are the controller's writes to the flooded member from start
+	// to end, and from created to end, when flood.writes is set.
+	writes, writesAfterCreated writeCounts
+	// changes are the quiet member's changes.
+	changes []change
 }
 
-// Change is one change of a quiet Widget.
-type Change struct {
-	Key        types.NamespacedName
-	Generation int64
-	// At is when the patch was sent, Patched when its response arrived.
-	At, Patched time.Time
-	// Reconciled is when the change was seen reconciled; zero when it was
+// change is one change of a quiet Widget.
+type change struct {
+	key        types.NamespacedName
+	generation int64
+	// at is when the patch was sent, patched when its response arrived.
+	at, patched time.Time
+	// reconciled is when the change was seen reconciled; zero when it was
 	// not by the end of the window.
-	Reconciled time.Time
-	// FloodLeft is how many Widgets of the flood were not reconciled yet
+	reconciled time.Time
+	// floodLeft is how many Widgets of the flood were not reconciled yet
 	// when the change was.
-	FloodLeft int
+	floodLeft int
 }
 
-// Latency is how long the change took, or a lower bound of it, measured at
+// latency is how long the change took, or a lower bound of it, measured at
 // windowEnd, when it was not reconciled.
-func (c Change) Latency(windowEnd time.Time) Sample {
-	if c.Reconciled.IsZero() {
-		return Sample{Value: windowEnd.Sub(c.At), Unfinished: true}
+func (c change) latency(windowEnd time.Time) sample {
+	if c.reconciled.IsZero() {
+		return sample{value: windowEnd.Sub(c.at), unfinished: true}
 	}
-	return Sample{Value: c.Reconciled.Sub(c.At)}
+	return sample{value: c.reconciled.Sub(c.at)}
 }
 
-// Latencies are the samples of every change.
-func (r *FloodResult) Latencies(windowEnd time.Time) []Sample {
-	s := make([]Sample, len(r.Changes))
-	for i, c := range r.Changes {
-		s[i] = c.Latency(windowEnd)
+// latencies are the samples of every change.
+func (r *floodResult) latencies(windowEnd time.Time) []sample {
+	s := make([]sample, len(r.changes))
+	for i, c := range r.changes {
+		s[i] = c.latency(windowEnd)
 	}
 	return s
 }
 
-// DrainTime is how long the flood took from its first create to its last
+// drainTime is how long the flood took from its first create to its last
 // reconcile, or to the end of the window.
-func (r *FloodResult) DrainTime() time.Duration { return r.End.Sub(r.Start) }
+func (r *floodResult) drainTime() time.Duration { return r.end.Sub(r.start) }
 
-// Run floods the flooded member and changes quiet Widgets until the flood is
+// run floods the flooded member and changes quiet Widgets until the flood is
 // reconciled or the window closes, then waits, within the window, for the
 // changes to be reconciled.
-func (f Flood) Run(ctx context.Context) (*FloodResult, error) {
-	var writesAtStart, writesAtCreated Writes
+func (f flood) run(ctx context.Context) (*floodResult, error) {
+	var writesAtStart, writesAtCreated writeCounts
 	if err := f.countWrites(ctx, &writesAtStart); err != nil {
 		return nil, err
 	}
-	res := &FloodResult{Start: time.Now()}
-	windowCtx, cancelWindow := context.WithDeadline(ctx, res.Start.Add(f.Window))
+	res := &floodResult{start: time.Now()}
+	windowCtx, cancelWindow := context.WithDeadline(ctx, res.start.Add(f.window))
 	defer cancelWindow()
 
 	created := make(chan error, 1)
 	go func() {
-		err := fleet.CreateWidgets(windowCtx, f.Flooded, f.FloodNamespace, "flood", f.Widgets, f.Writers)
-		res.Created = time.Now()
+		err := fleet.CreateWidgets(windowCtx, f.flooded, f.floodNamespace, "flood", f.widgets, f.writers)
+		res.created = time.Now()
 		if err == nil {
 			err = f.countWrites(windowCtx, &writesAtCreated)
 		}
@@ -123,64 +123,64 @@ func (f Flood) Run(ctx context.Context) (*FloodResult, error) {
 
 	drained := make(chan struct{})
 	changes := make(chan error, 1)
-	changeCtx, cancelChanges := context.WithDeadline(windowCtx, res.Start.Add(f.Window/2))
+	changeCtx, cancelChanges := context.WithDeadline(windowCtx, res.start.Add(f.window/2))
 	defer cancelChanges()
 	go func() { changes <- f.change(changeCtx, drained, res) }()
 
-	drainedAt, drainErr := f.FloodTracker.WaitReconciled(windowCtx, f.FloodNamespace, f.Widgets)
+	drainedAt, drainErr := f.floodTracker.waitReconciled(windowCtx, f.floodNamespace, f.widgets)
 	close(drained)
-	var writesAtEnd Writes
+	var writesAtEnd writeCounts
 	if err := f.countWrites(ctx, &writesAtEnd); err != nil {
 		return nil, err
 	}
 	if err := <-created; err != nil && ctx.Err() == nil && windowCtx.Err() == nil {
 		return nil, fmt.Errorf("flood: %w", err)
 	}
-	res.Writes, res.WritesAfterCreated = writesAtEnd.Sub(writesAtStart), writesAtEnd.Sub(writesAtCreated)
+	res.writes, res.writesAfterCreated = writesAtEnd.sub(writesAtStart), writesAtEnd.sub(writesAtCreated)
 	if err := <-changes; err != nil {
 		return nil, err
 	}
 	switch {
 	case drainErr == nil:
-		res.Drained, res.End = drainedAt, drainedAt
+		res.drained, res.end = drainedAt, drainedAt
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	default:
-		res.End = res.Start.Add(f.Window)
+		res.end = res.start.Add(f.window)
 	}
-	res.Reconciled = f.FloodTracker.ReconciledBy(f.FloodNamespace, res.End)
+	res.reconciled = f.floodTracker.reconciledBy(f.floodNamespace, res.end)
 
-	for i := range res.Changes {
-		c := &res.Changes[i]
-		at, err := f.QuietTracker.WaitFor(windowCtx, c.Key, c.Generation)
+	for i := range res.changes {
+		c := &res.changes[i]
+		at, err := f.quietTracker.waitFor(windowCtx, c.key, c.generation)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			break // the window closed: this and later changes are unfinished
 		}
-		c.Reconciled = at
-		c.FloodLeft = f.Widgets - f.FloodTracker.ReconciledBy(f.FloodNamespace, at)
+		c.reconciled = at
+		c.floodLeft = f.widgets - f.floodTracker.reconciledBy(f.floodNamespace, at)
 	}
 	return res, nil
 }
 
-// countWrites stores the count of writes in n when f.Writes is set.
-func (f Flood) countWrites(ctx context.Context, n *Writes) error {
-	if f.Writes == nil {
+// countWrites stores the count of writes in n when f.writes is set.
+func (f flood) countWrites(ctx context.Context, n *writeCounts) error {
+	if f.writes == nil {
 		return nil
 	}
-	count, err := f.Writes.Count(ctx)
+	count, err := f.writes.count(ctx)
 	*n = count
 	return err
 }
 
-// change patches the quiet Widgets in turn, one every ChangeEvery, until
+// change patches the quiet Widgets in turn, one every changeEvery, until
 // drained is closed or ctx ends.
-func (f Flood) change(ctx context.Context, drained <-chan struct{}, res *FloodResult) error {
-	tick := time.NewTicker(f.ChangeEvery)
+func (f flood) change(ctx context.Context, drained <-chan struct{}, res *floodResult) error {
+	tick := time.NewTicker(f.changeEvery)
 	defer tick.Stop()
-	for i := f.FirstChange; ; i++ {
+	for i := f.firstChange; ; i++ {
 		select {
 		case <-drained:
 			return nil
@@ -188,38 +188,38 @@ func (f Flood) change(ctx context.Context, drained <-chan struct{}, res *FloodRe
 			return nil
 		case <-tick.C:
 		}
-		key := types.NamespacedName{Namespace: f.QuietNamespace, Name: fleet.WidgetName(QuietPrefix, i%f.QuietWidgets)}
+		key := types.NamespacedName{Namespace: f.quietNamespace, Name: fleet.WidgetName(quietPrefix, i%f.quietWidgets)}
 		at := time.Now()
 		// Alternate 1 and 2 replicas so that every patch changes the spec.
-		gen, err := SetReplicas(ctx, f.Quiet, key, int32(2-(i/f.QuietWidgets)%2))
+		gen, err := setReplicas(ctx, f.quiet, key, int32(2-(i/f.quietWidgets)%2))
 		if err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nil // the window closed during the patch
 			}
 			return fmt.Errorf("change quiet widget: %w", err)
 		}
-		res.Changes = append(res.Changes, Change{Key: key, Generation: gen, At: at, Patched: time.Now()})
+		res.changes = append(res.changes, change{key: key, generation: gen, at: at, patched: time.Now()})
 	}
 }
 
-// Baseline makes n changes of quiet Widgets, one every ChangeEvery, with no
+// baseline makes n changes of quiet Widgets, one every changeEvery, with no
 // flood, and returns how long each took to be seen reconciled: the latency the
-// flood's changes compare with. Changes not reconciled within Window fail it.
-func (f Flood) Baseline(ctx context.Context, n int) ([]Sample, error) {
-	res := &FloodResult{}
-	changeCtx, cancel := context.WithTimeout(ctx, time.Duration(n)*f.ChangeEvery+f.ChangeEvery/2)
+// flood's changes compare with. Changes not reconciled within window fail it.
+func (f flood) baseline(ctx context.Context, n int) ([]sample, error) {
+	res := &floodResult{}
+	changeCtx, cancel := context.WithTimeout(ctx, time.Duration(n)*f.changeEvery+f.changeEvery/2)
 	err := f.change(changeCtx, nil, res)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, f.Window)
+	waitCtx, cancel := context.WithTimeout(ctx, f.window)
 	defer cancel()
-	for i := range res.Changes {
-		c := &res.Changes[i]
-		if c.Reconciled, err = f.QuietTracker.WaitFor(waitCtx, c.Key, c.Generation); err != nil {
+	for i := range res.changes {
+		c := &res.changes[i]
+		if c.reconciled, err = f.quietTracker.waitFor(waitCtx, c.key, c.generation); err != nil {
 			return nil, err
 		}
 	}
-	return res.Latencies(time.Time{}), nil
+	return res.latencies(time.Time{}), nil
 }

@@ -18,18 +18,18 @@ import (
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
-// NewClient returns a direct client for cfg without client-side rate
+// newClient returns a direct client for cfg without client-side rate
 // limiting, so that load generators are limited by the API server only.
-func NewClient(cfg *rest.Config, scheme *runtime.Scheme) (client.Client, error) {
+func newClient(cfg *rest.Config, scheme *runtime.Scheme) (client.Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.RateLimiter = nil
 	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
-// SetReplicas merge-patches the Widget key's spec.replicas and returns the
+// setReplicas merge-patches the Widget key's spec.replicas and returns the
 // Widget's new generation.
-func SetReplicas(ctx context.Context, c client.Client, key types.NamespacedName, replicas int32) (int64, error) {
+func setReplicas(ctx context.Context, c client.Client, key types.NamespacedName, replicas int32) (int64, error) {
 	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
 	if err := c.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch)); err != nil {
@@ -38,10 +38,10 @@ func SetReplicas(ctx context.Context, c client.Client, key types.NamespacedName,
 	return w.Generation, nil
 }
 
-// PatchCeiling measures the API server's write ceiling: writers goroutines
+// patchCeiling measures the API server's write ceiling: writers goroutines
 // each merge-patch the status of a Widget of their own in namespace, one
 // request after another, for d. It returns the patches per second.
-func PatchCeiling(ctx context.Context, c client.Client, namespace string, writers int, d time.Duration) (float64, error) {
+func patchCeiling(ctx context.Context, c client.Client, namespace string, writers int, d time.Duration) (float64, error) {
 	prefix := fmt.Sprintf("ceiling-%d", writers)
 	if err := fleet.CreateWidgets(ctx, c, namespace, prefix, writers, writers); err != nil {
 		return 0, err
@@ -66,9 +66,9 @@ func PatchCeiling(ctx context.Context, c client.Client, namespace string, writer
 	return float64(patches.Load()) / time.Since(start).Seconds(), nil
 }
 
-// DeleteWidgets deletes every Widget and Deployment in namespace and waits
+// deleteWidgets deletes every Widget and Deployment in namespace and waits
 // until none is left. (envtest runs no garbage collector.)
-func DeleteWidgets(ctx context.Context, c client.Client, namespace string) error {
+func deleteWidgets(ctx context.Context, c client.Client, namespace string) error {
 	for _, obj := range []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}} {
 		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %T in %s: %w", obj, namespace, err)

@@ -9,18 +9,18 @@
 // status.observedGeneration reach its generation.
 //
 // The parts (each in its own file):
-// A Tracker watches the Widgets of one member with its own informer and
+// A tracker watches the Widgets of one member with its own informer and
 // records, for every Widget, the first time its status reported each
 // generation (status.observedGeneration): that is when the Widget counts as
 // reconciled. Measuring from outside the manager keeps the measurement the
 // same for any implementation of the controller, and the informer's watch
 // adds the same small delay to each.
 //
-// CreateWidgets and PatchCeiling generate load with several writers;
-// PatchCeiling is the API server's own write ceiling, a plain merge-patch loop
-// that every controller's write rate can be compared with. ReconcilerWrites
+// fleet.CreateWidgets and patchCeiling generate load with several writers;
+// patchCeiling is the API server's own write ceiling, a plain merge-patch loop
+// that every controller's write rate can be compared with. A writeCounter
 // reads, from the API server's own metrics, how many writes a controller made
-// to the objects it owns. Latencies summarises samples some of which may not
+// to the objects it owns. percentile summarises samples some of which may not
 // have finished when a measurement window closed.
 //
 // The package's own test (fairness_test.go, run by make test) asserts the
@@ -51,45 +51,45 @@ import (
 
 // sizes are the measurement's sizes; -quick scales them down.
 type sizes struct {
-	EngageWidgets, EngageRounds int
-	FloodWidgets, QuietWidgets  int
-	ChangeEvery                 time.Duration
-	// BaselineChanges are the quiet member's changes measured before the flood.
-	BaselineChanges                       int
-	Writers                               int
-	CeilingFor                            time.Duration
-	IdleMembers, IdleServers, IdleWidgets int
-	ConvergeMembers, ConvergeWidgets      int
-	// Window bounds every widgethub measurement (exceeding it fails the run);
-	// PeerWindow bounds the peer's flood and convergence, which it does not
+	engageWidgets, engageRounds int
+	floodWidgets, quietWidgets  int
+	changeEvery                 time.Duration
+	// baselineChanges are the quiet member's changes measured before the flood.
+	baselineChanges                       int
+	writers                               int
+	ceilingFor                            time.Duration
+	idleMembers, idleServers, idleWidgets int
+	convergeMembers, convergeWidgets      int
+	// window bounds every widgethub measurement (exceeding it fails the run);
+	// peerWindow bounds the peer's flood and convergence, which it does not
 	// finish in useful time with client-go's default 5 QPS.
-	Window, PeerWindow time.Duration
-	Settle             time.Duration
+	window, peerWindow time.Duration
+	settle             time.Duration
 }
 
 func fullSizes() sizes {
 	return sizes{
-		EngageWidgets: 100, EngageRounds: 3,
-		FloodWidgets: 5000, QuietWidgets: 20, ChangeEvery: 100 * time.Millisecond, BaselineChanges: 50,
-		Writers:     8,
-		CeilingFor:  5 * time.Second,
-		IdleMembers: 20, IdleServers: 4, IdleWidgets: 100,
-		ConvergeMembers: 10, ConvergeWidgets: 1000,
-		Window: 10 * time.Minute, PeerWindow: 90 * time.Second,
-		Settle: 5 * time.Second,
+		engageWidgets: 100, engageRounds: 3,
+		floodWidgets: 5000, quietWidgets: 20, changeEvery: 100 * time.Millisecond, baselineChanges: 50,
+		writers:     8,
+		ceilingFor:  5 * time.Second,
+		idleMembers: 20, idleServers: 4, idleWidgets: 100,
+		convergeMembers: 10, convergeWidgets: 1000,
+		window: 10 * time.Minute, peerWindow: 90 * time.Second,
+		settle: 5 * time.Second,
 	}
 }
 
 func quickSizes() sizes {
 	return sizes{
-		EngageWidgets: 100, EngageRounds: 1,
-		FloodWidgets: 1000, QuietWidgets: 10, ChangeEvery: 100 * time.Millisecond, BaselineChanges: 20,
-		Writers:     8,
-		CeilingFor:  2 * time.Second,
-		IdleMembers: 6, IdleServers: 2, IdleWidgets: 100,
-		ConvergeMembers: 3, ConvergeWidgets: 200,
-		Window: 5 * time.Minute, PeerWindow: 15 * time.Second,
-		Settle: 2 * time.Second,
+		engageWidgets: 100, engageRounds: 1,
+		floodWidgets: 1000, quietWidgets: 10, changeEvery: 100 * time.Millisecond, baselineChanges: 20,
+		writers:     8,
+		ceilingFor:  2 * time.Second,
+		idleMembers: 6, idleServers: 2, idleWidgets: 100,
+		convergeMembers: 3, convergeWidgets: 200,
+		window: 5 * time.Minute, peerWindow: 15 * time.Second,
+		settle: 2 * time.Second,
 	}
 }
 
@@ -129,12 +129,12 @@ func main() {
 	if *quick {
 		s = quickSizes()
 	}
-	setIf(&s.FloodWidgets, *floodWidgets)
-	setIf(&s.ConvergeMembers, *convergeMembers)
-	setIf(&s.ConvergeWidgets, *convergeWidgets)
-	setIf(&s.IdleMembers, *idleMembers)
-	setIf(&s.IdleServers, *idleServers)
-	setIf(&s.PeerWindow, *peerWindow)
+	setIf(&s.floodWidgets, *floodWidgets)
+	setIf(&s.convergeMembers, *convergeMembers)
+	setIf(&s.convergeWidgets, *convergeWidgets)
+	setIf(&s.idleMembers, *idleMembers)
+	setIf(&s.idleServers, *idleServers)
+	setIf(&s.peerWindow, *peerWindow)
 	managerArgs := []string{
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
 		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
@@ -174,7 +174,7 @@ type benchmark struct {
 	hubKubeconfig string
 	logDir        string
 	table         table
-	// ceiling is the API server's merge-patches/s with 1 and with Writers writers.
+	// ceiling is the API server's merge-patches/s with 1 and with writers writers.
 	ceiling [][2]float64
 }
 
@@ -208,8 +208,8 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 			logf("stop fleet: %v", err)
 		}
 	}()
-	logf("fleet up in %s", FormatDuration(time.Since(start)))
-	if b.hub, err = NewClient(b.fleet.Hub.Config, clusters.NewScheme()); err != nil {
+	logf("fleet up in %s", formatDuration(time.Since(start)))
+	if b.hub, err = newClient(b.fleet.Hub.Config, clusters.NewScheme()); err != nil {
 		return err
 	}
 	if err := b.addClients(b.fleet.Members); err != nil {
@@ -263,13 +263,13 @@ func (b *benchmark) ensureMembers(n int) error {
 	if err != nil {
 		return err
 	}
-	logf("%d more member API servers up in %s", len(planes), FormatDuration(time.Since(start)))
+	logf("%d more member API servers up in %s", len(planes), formatDuration(time.Since(start)))
 	return b.addClients(planes)
 }
 
 func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
 	for _, cp := range planes {
-		c, err := NewClient(cp.Config, clusters.NewScheme())
+		c, err := newClient(cp.Config, clusters.NewScheme())
 		if err != nil {
 			return err
 		}
@@ -284,12 +284,12 @@ func (b *benchmark) startManager(impl, scenario string) (*managerProcess, error)
 	return startManager(impl, filepath.Join(b.logDir, scenario+"-"+impl+".log"), args)
 }
 
-// window is how long impl may take in a bounded measurement.
-func (b *benchmark) window(impl string) time.Duration {
+// windowFor is how long impl may take in a bounded measurement.
+func (b *benchmark) windowFor(impl string) time.Duration {
 	if impl == peer {
-		return b.PeerWindow
+		return b.peerWindow
 	}
-	return b.Window
+	return b.window
 }
 
 func (b *benchmark) register(ctx context.Context, name string, kubeconfigData []byte) error {

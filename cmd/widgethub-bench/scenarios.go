@@ -15,8 +15,8 @@ import (
 )
 
 // engage measures the time from a registration Secret's creation to the first
-// reconciled Widget of a member that holds EngageWidgets Widgets, with the
-// manager already running; the median of EngageRounds rounds, each a new
+// reconciled Widget of a member that holds engageWidgets Widgets, with the
+// manager already running; the median of engageRounds rounds, each a new
 // registration of freshly created Widgets.
 func (b *benchmark) engage(ctx context.Context) error {
 	const ns = "engage"
@@ -26,12 +26,12 @@ func (b *benchmark) engage(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var samples []Sample
+		var samples []sample
 		err = func() error {
 			if err := p.waitReady(ctx); err != nil {
 				return err
 			}
-			for round := range b.EngageRounds {
+			for round := range b.engageRounds {
 				s, err := b.engageOnce(ctx, p, m, ns, fmt.Sprintf("engage-%d", round))
 				if err != nil {
 					return err
@@ -46,9 +46,9 @@ func (b *benchmark) engage(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		median, _ := Percentile(samples, 50)
+		median, _ := percentile(samples, 50)
 		logf("engage latency, %s: %s", impl, median)
-		b.table.set(rowEngage, impl, median.String(), impl == widgethub && !median.AtLeast && median.Value < 500*time.Millisecond)
+		b.table.set(rowEngage, impl, median.String(), impl == widgethub && !median.atLeast && median.value < 500*time.Millisecond)
 		if err := b.unregisterAll(ctx); err != nil {
 			return err
 		}
@@ -56,53 +56,53 @@ func (b *benchmark) engage(ctx context.Context) error {
 	return nil
 }
 
-func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member, ns, name string) (Sample, error) {
+func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member, ns, name string) (sample, error) {
 	defer func() {
-		if err := DeleteWidgets(ctx, m.client, ns); err != nil {
+		if err := deleteWidgets(ctx, m.client, ns); err != nil {
 			logf("clean up %s: %v", ns, err)
 		}
 	}()
-	if err := fleet.CreateWidgets(ctx, m.client, ns, "engage", b.EngageWidgets, b.Writers); err != nil {
-		return Sample{}, err
+	if err := fleet.CreateWidgets(ctx, m.client, ns, "engage", b.engageWidgets, b.writers); err != nil {
+		return sample{}, err
 	}
-	tracker, err := NewTracker(ctx, m.Config, clusters.NewScheme(), ns)
+	tracker, err := newTracker(ctx, m.Config, clusters.NewScheme(), ns)
 	if err != nil {
-		return Sample{}, err
+		return sample{}, err
 	}
-	defer tracker.Stop()
-	if n := tracker.Reconciled(ns); n != 0 {
-		return Sample{}, fmt.Errorf("%d Widgets reconciled before their member was registered", n)
+	defer tracker.stop()
+	if n := tracker.reconciled(ns); n != 0 {
+		return sample{}, fmt.Errorf("%d Widgets reconciled before their member was registered", n)
 	}
-	window := b.window(p.impl)
+	window := b.windowFor(p.impl)
 	wctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
 	start := time.Now()
 	if err := b.register(ctx, name, m.Kubeconfig); err != nil {
-		return Sample{}, err
+		return sample{}, err
 	}
-	at, err := tracker.WaitReconciled(wctx, ns, 1)
-	sample := Sample{Value: at.Sub(start)}
+	at, err := tracker.waitReconciled(wctx, ns, 1)
+	latency := sample{value: at.Sub(start)}
 	if err != nil {
 		if ctx.Err() != nil || p.impl == widgethub {
-			return Sample{}, err
+			return sample{}, err
 		}
-		sample = Sample{Value: window, Unfinished: true}
+		latency = sample{value: window, unfinished: true}
 	}
 	if err := b.unregisterAll(ctx); err != nil {
-		return Sample{}, err
+		return sample{}, err
 	}
 	// Wait for the member to be disengaged before its Widgets go.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		n, err := p.engaged(ctx, []string{name})
 		if err != nil {
-			return Sample{}, err
+			return sample{}, err
 		}
 		if n == 0 {
-			return sample, nil
+			return latency, nil
 		}
 		if time.Now().After(deadline) {
-			return Sample{}, fmt.Errorf("%s did not disengage %s within a minute", p.impl, name)
+			return sample{}, fmt.Errorf("%s did not disengage %s within a minute", p.impl, name)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -144,11 +144,11 @@ func (b *benchmark) fairness(ctx context.Context) error {
 }
 
 // measureCeiling measures the API server's merge-patches/s with 1 and with
-// Writers writers and appends them to b.ceiling.
+// writers writers and appends them to b.ceiling.
 func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 	var c [2]float64
-	for i, writers := range []int{1, b.Writers} {
-		rate, err := PatchCeiling(ctx, m.client, "ceiling", writers, b.CeilingFor)
+	for i, writers := range []int{1, b.writers} {
+		rate, err := patchCeiling(ctx, m.client, "ceiling", writers, b.ceilingFor)
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 		logf("API server ceiling, %d writers: %.0f patches/s", writers, rate)
 	}
 	b.ceiling = append(b.ceiling, c)
-	return DeleteWidgets(ctx, m.client, "ceiling")
+	return deleteWidgets(ctx, m.client, "ceiling")
 }
 
 // floodRates are a flood's writes/s to the flooded API server: the
@@ -170,23 +170,23 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	const floodNS, quietNS = "flood", "quiet"
 	defer func() {
 		err = errors.Join(err, b.unregisterAll(ctx),
-			DeleteWidgets(ctx, flooded.client, floodNS), DeleteWidgets(ctx, quiet.client, quietNS))
+			deleteWidgets(ctx, flooded.client, floodNS), deleteWidgets(ctx, quiet.client, quietNS))
 	}()
-	if err := fleet.CreateWidgets(ctx, quiet.client, quietNS, QuietPrefix, b.QuietWidgets, b.Writers); err != nil {
+	if err := fleet.CreateWidgets(ctx, quiet.client, quietNS, quietPrefix, b.quietWidgets, b.writers); err != nil {
 		return rates, err
 	}
 	scheme := clusters.NewScheme()
-	floodTracker, err := NewTracker(ctx, flooded.Config, scheme, floodNS)
+	floodTracker, err := newTracker(ctx, flooded.Config, scheme, floodNS)
 	if err != nil {
 		return rates, err
 	}
-	defer floodTracker.Stop()
-	quietTracker, err := NewTracker(ctx, quiet.Config, scheme, quietNS)
+	defer floodTracker.stop()
+	quietTracker, err := newTracker(ctx, quiet.Config, scheme, quietNS)
 	if err != nil {
 		return rates, err
 	}
-	defer quietTracker.Stop()
-	writes, err := NewWriteCounter(flooded.Config)
+	defer quietTracker.stop()
+	writes, err := newWriteCounter(flooded.Config)
 	if err != nil {
 		return rates, err
 	}
@@ -210,98 +210,98 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	}
 	engaged, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := quietTracker.WaitReconciled(engaged, quietNS, b.QuietWidgets); err != nil {
+	if _, err := quietTracker.waitReconciled(engaged, quietNS, b.quietWidgets); err != nil {
 		return rates, err
 	}
 
-	flood := Flood{
-		Flooded: flooded.client, Quiet: quiet.client,
-		FloodTracker: floodTracker, QuietTracker: quietTracker,
-		FloodNamespace: floodNS, Widgets: b.FloodWidgets, Writers: b.Writers,
-		QuietNamespace: quietNS, QuietWidgets: b.QuietWidgets, ChangeEvery: b.ChangeEvery,
-		Window: b.window(impl), Writes: writes,
+	flood := flood{
+		flooded: flooded.client, quiet: quiet.client,
+		floodTracker: floodTracker, quietTracker: quietTracker,
+		floodNamespace: floodNS, widgets: b.floodWidgets, writers: b.writers,
+		quietNamespace: quietNS, quietWidgets: b.quietWidgets, changeEvery: b.changeEvery,
+		window: b.windowFor(impl), writes: writes,
 	}
-	baseline, err := flood.Baseline(ctx, b.BaselineChanges)
+	baseline, err := flood.baseline(ctx, b.baselineChanges)
 	if err != nil {
 		return rates, fmt.Errorf("changes without a flood: %w", err)
 	}
-	bp50, _ := Percentile(baseline, 50)
-	bp99, _ := Percentile(baseline, 99)
+	bp50, _ := percentile(baseline, 50)
+	bp99, _ := percentile(baseline, 99)
 	b.table.set(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), false)
-	flood.FirstChange = len(baseline)
+	flood.firstChange = len(baseline)
 	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
-	res, err := flood.Run(ctx)
+	res, err := flood.run(ctx)
 	profiled()
 	if err != nil {
 		return rates, err
 	}
-	if res.Drained.IsZero() && impl == widgethub {
-		return rates, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.Reconciled, b.FloodWidgets, b.window(impl))
+	if res.drained.IsZero() && impl == widgethub {
+		return rates, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, b.floodWidgets, b.windowFor(impl))
 	}
 
-	var patchCalls []Sample
-	for _, c := range res.Changes {
-		patchCalls = append(patchCalls, Sample{Value: c.Patched.Sub(c.At)})
+	var patchCalls []sample
+	for _, c := range res.changes {
+		patchCalls = append(patchCalls, sample{value: c.patched.Sub(c.at)})
 	}
-	pp50, _ := Percentile(patchCalls, 50)
-	pp99, _ := Percentile(patchCalls, 99)
-	lat := res.Latencies(res.Start.Add(b.window(impl)))
-	p50, _ := Percentile(lat, 50)
-	p99, _ := Percentile(lat, 99)
+	pp50, _ := percentile(patchCalls, 50)
+	pp99, _ := percentile(patchCalls, 99)
+	lat := res.latencies(res.start.Add(b.windowFor(impl)))
+	p50, _ := percentile(lat, 50)
+	p99, _ := percentile(lat, 99)
 	b.table.set(rowFairness, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
-		impl == widgethub && !p99.AtLeast && p99.Value < 100*time.Millisecond)
+		impl == widgethub && !p99.atLeast && p99.value < 100*time.Millisecond)
 
-	drain := res.DrainTime()
-	widgetRate := float64(res.Reconciled) / drain.Seconds()
-	writeRate := float64(res.Writes.Controller) / drain.Seconds()
-	allRate := float64(res.Writes.All) / drain.Seconds()
-	if res.Drained.IsZero() {
-		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", FormatDuration(drain), res.Reconciled, b.FloodWidgets, widgetRate), false)
+	drain := res.drainTime()
+	widgetRate := float64(res.reconciled) / drain.Seconds()
+	writeRate := float64(res.writes.controller) / drain.Seconds()
+	allRate := float64(res.writes.all) / drain.Seconds()
+	if res.drained.IsZero() {
+		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(drain), res.reconciled, b.floodWidgets, widgetRate), false)
 	} else {
-		b.table.set(rowDrain, impl, fmt.Sprintf("%s (%.0f Widgets/s)", FormatDuration(drain), widgetRate), false)
+		b.table.set(rowDrain, impl, fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(drain), widgetRate), false)
 	}
 	rates = floodRates{controller: writeRate, all: allRate}
-	if !res.Drained.IsZero() && res.Created.Before(res.End) {
-		rates.onceCreated = float64(res.WritesAfterCreated.Controller) / res.End.Sub(res.Created).Seconds()
+	if !res.drained.IsZero() && res.created.Before(res.end) {
+		rates.onceCreated = float64(res.writesAfterCreated.controller) / res.end.Sub(res.created).Seconds()
 	}
-	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, FormatDuration(drain), writeRate)
+	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, formatDuration(drain), writeRate)
 	return rates, nil
 }
 
-// memory registers IdleMembers members, each a registration of its own (its
+// memory registers idleMembers members, each a registration of its own (its
 // own user, so its own client, cache and connections), spread over
-// IdleServers API servers that hold IdleWidgets Widgets each, and reads the
+// idleServers API servers that hold idleWidgets Widgets each, and reads the
 // manager's heap once they are idle.
 func (b *benchmark) memory(ctx context.Context) error {
 	const ns = "idle"
-	if err := b.ensureMembers(b.IdleServers); err != nil {
+	if err := b.ensureMembers(b.idleServers); err != nil {
 		return err
 	}
-	servers := b.members[:b.IdleServers]
+	servers := b.members[:b.idleServers]
 	scheme := clusters.NewScheme()
-	var trackers []*Tracker
+	var trackers []*tracker
 	defer func() {
 		for _, t := range trackers {
-			t.Stop()
+			t.stop()
 		}
 		for _, m := range servers {
-			if err := DeleteWidgets(ctx, m.client, ns); err != nil {
+			if err := deleteWidgets(ctx, m.client, ns); err != nil {
 				logf("clean up: %v", err)
 			}
 		}
 	}()
 	for _, m := range servers {
-		if err := fleet.CreateWidgets(ctx, m.client, ns, "idle", b.IdleWidgets, b.Writers); err != nil {
+		if err := fleet.CreateWidgets(ctx, m.client, ns, "idle", b.idleWidgets, b.writers); err != nil {
 			return err
 		}
-		t, err := NewTracker(ctx, m.Config, scheme, ns)
+		t, err := newTracker(ctx, m.Config, scheme, ns)
 		if err != nil {
 			return err
 		}
 		trackers = append(trackers, t)
 	}
-	names := make([]string, b.IdleMembers)
-	kubeconfigs := make([][]byte, b.IdleMembers)
+	names := make([]string, b.idleMembers)
+	kubeconfigs := make([][]byte, b.idleMembers)
 	for i := range names {
 		names[i] = fmt.Sprintf("idle-%02d", i)
 		user, err := servers[i%len(servers)].Env.AddUser(envtest.User{Name: names[i], Groups: []string{"system:masters"}}, nil)
@@ -327,7 +327,7 @@ func (b *benchmark) memory(ctx context.Context) error {
 }
 
 // warmUp runs widgethub until the Widgets of servers are reconciled.
-func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*Tracker, ns string) (err error) {
+func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*tracker, ns string) (err error) {
 	p, err := b.startManager(widgethub, "memory-warm-up")
 	if err != nil {
 		return err
@@ -341,10 +341,10 @@ func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*Tr
 			return err
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, b.Window)
+	wctx, cancel := context.WithTimeout(ctx, b.window)
 	defer cancel()
 	for _, t := range trackers {
-		if _, err := t.WaitReconciled(wctx, ns, b.IdleWidgets); err != nil {
+		if _, err := t.waitReconciled(wctx, ns, b.idleWidgets); err != nil {
 			return err
 		}
 	}
@@ -360,7 +360,7 @@ func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, k
 	if err := p.waitReady(ctx); err != nil {
 		return err
 	}
-	time.Sleep(b.Settle)
+	time.Sleep(b.settle)
 	heap0, err := p.heapInUse(ctx)
 	if err != nil {
 		return err
@@ -370,10 +370,10 @@ func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, k
 			return err
 		}
 	}
-	if err := waitEngaged(ctx, p, names, b.window(impl)); err != nil {
+	if err := waitEngaged(ctx, p, names, b.windowFor(impl)); err != nil {
 		return err
 	}
-	time.Sleep(b.Settle)
+	time.Sleep(b.settle)
 	heap1, err := p.heapInUse(ctx)
 	if err != nil {
 		return err
@@ -391,11 +391,11 @@ func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, k
 
 func mib(bytes float64) string { return fmt.Sprintf("%.2f MiB", bytes/(1<<20)) }
 
-// converge registers ConvergeMembers members holding ConvergeWidgets new
+// converge registers convergeMembers members holding convergeWidgets new
 // Widgets each, then starts the manager and measures until every Widget is
 // reconciled.
 func (b *benchmark) converge(ctx context.Context) error {
-	if err := b.ensureMembers(b.ConvergeMembers); err != nil {
+	if err := b.ensureMembers(b.convergeMembers); err != nil {
 		return err
 	}
 	for _, impl := range b.impls {
@@ -408,23 +408,23 @@ func (b *benchmark) converge(ctx context.Context) error {
 
 func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 	const ns = "converge"
-	members := b.members[:b.ConvergeMembers]
-	var trackers []*Tracker
+	members := b.members[:b.convergeMembers]
+	var trackers []*tracker
 	defer func() {
 		for _, t := range trackers {
-			t.Stop()
+			t.stop()
 		}
 		err = errors.Join(err, b.unregisterAll(ctx))
 		for _, m := range members {
-			err = errors.Join(err, DeleteWidgets(ctx, m.client, ns))
+			err = errors.Join(err, deleteWidgets(ctx, m.client, ns))
 		}
 	}()
 	scheme := clusters.NewScheme()
 	for i, m := range members {
-		if err := fleet.CreateWidgets(ctx, m.client, ns, "converge", b.ConvergeWidgets, b.Writers); err != nil {
+		if err := fleet.CreateWidgets(ctx, m.client, ns, "converge", b.convergeWidgets, b.writers); err != nil {
 			return err
 		}
-		t, err := NewTracker(ctx, m.Config, scheme, ns)
+		t, err := newTracker(ctx, m.Config, scheme, ns)
 		if err != nil {
 			return err
 		}
@@ -440,12 +440,12 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, p.stop()) }()
-	window := b.window(impl)
+	window := b.windowFor(impl)
 	wctx, cancel := context.WithDeadline(ctx, start.Add(window))
 	defer cancel()
 	var last time.Time
 	for _, t := range trackers {
-		at, err := t.WaitReconciled(wctx, ns, b.ConvergeWidgets)
+		at, err := t.waitReconciled(wctx, ns, b.convergeWidgets)
 		if err != nil {
 			break
 		}
@@ -453,23 +453,23 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 			last = at
 		}
 	}
-	total := len(members) * b.ConvergeWidgets
+	total := len(members) * b.convergeWidgets
 	done := 0
 	for _, t := range trackers {
-		done += t.Reconciled(ns)
+		done += t.reconciled(ns)
 	}
 	if done < total {
 		if impl == widgethub {
 			return fmt.Errorf("widgethub reconciled %d of %d Widgets within %s", done, total, window)
 		}
 		took := time.Since(start)
-		b.table.set(rowConverge, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", FormatDuration(window), done, total, float64(done)/took.Seconds()), false)
-		logf("convergence, %s: %d of %d in %s", impl, done, total, FormatDuration(took))
+		b.table.set(rowConverge, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(window), done, total, float64(done)/took.Seconds()), false)
+		logf("convergence, %s: %d of %d in %s", impl, done, total, formatDuration(took))
 		return nil
 	}
 	took := last.Sub(start)
-	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", FormatDuration(took), float64(total)/took.Seconds()), false)
-	logf("convergence, %s: %s", impl, FormatDuration(took))
+	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(took), float64(total)/took.Seconds()), false)
+	logf("convergence, %s: %s", impl, formatDuration(took))
 	return nil
 }
 
@@ -488,7 +488,7 @@ func (b *benchmark) profileAPIServer(ctx context.Context, m member, name string)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		raw, err := APIServerProfile(ctx, m.Config, apiServerProfileFor)
+		raw, err := apiServerProfile(ctx, m.Config, apiServerProfileFor)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(b.profileDir, name+".pprof"), raw, 0o644)
 		}

@@ -7,37 +7,37 @@ import (
 
 func TestPercentile(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	done := func(ns ...int) []Sample {
-		s := make([]Sample, len(ns))
+	done := func(ns ...int) []sample {
+		s := make([]sample, len(ns))
 		for i, n := range ns {
-			s[i] = Sample{Value: ms(n)}
+			s[i] = sample{value: ms(n)}
 		}
 		return s
 	}
-	unfinished := func(n int) Sample { return Sample{Value: ms(n), Unfinished: true} }
+	unfinished := func(n int) sample { return sample{value: ms(n), unfinished: true} }
 	tests := []struct {
 		name    string
-		samples []Sample
+		samples []sample
 		p       float64
-		want    Quantile
+		want    quantile
 	}{
-		{"median of odd", done(30, 10, 20), 50, Quantile{Value: ms(20)}},
-		{"median of even is the lower", done(40, 10, 30, 20), 50, Quantile{Value: ms(20)}},
-		{"p99 of 100 is the 99th", done(seq(100)...), 99, Quantile{Value: ms(99)}},
-		{"max", done(5, 7, 6), 100, Quantile{Value: ms(7)}},
-		{"among finished", append(done(10, 20, 30), unfinished(5000)), 50, Quantile{Value: ms(20)}},
-		{"among unfinished is their least lower bound", append(done(10), unfinished(9000), unfinished(4000)), 50, Quantile{Value: ms(4000), AtLeast: true}},
-		{"unfinished rank above a larger finished one", append(done(8000), unfinished(100)), 100, Quantile{Value: ms(100), AtLeast: true}},
+		{"median of odd", done(30, 10, 20), 50, quantile{value: ms(20)}},
+		{"median of even is the lower", done(40, 10, 30, 20), 50, quantile{value: ms(20)}},
+		{"p99 of 100 is the 99th", done(seq(100)...), 99, quantile{value: ms(99)}},
+		{"max", done(5, 7, 6), 100, quantile{value: ms(7)}},
+		{"among finished", append(done(10, 20, 30), unfinished(5000)), 50, quantile{value: ms(20)}},
+		{"among unfinished is their least lower bound", append(done(10), unfinished(9000), unfinished(4000)), 50, quantile{value: ms(4000), atLeast: true}},
+		{"unfinished rank above a larger finished one", append(done(8000), unfinished(100)), 100, quantile{value: ms(100), atLeast: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := Percentile(tc.samples, tc.p)
+			got, ok := percentile(tc.samples, tc.p)
 			if !ok || got != tc.want {
 				t.Fatalf("Percentile(p%v) = %v (%v), want %v", tc.p, got, ok, tc.want)
 			}
 		})
 	}
-	if _, ok := Percentile(nil, 50); ok {
+	if _, ok := percentile(nil, 50); ok {
 		t.Fatal("a percentile of no samples")
 	}
 }
@@ -66,7 +66,7 @@ apiserver_request_total_other{verb="POST"} 1000
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Writes{Controller: 83, All: 266}); got != want {
+	if want := (writeCounts{controller: 83, all: 266}); got != want {
 		t.Fatalf("countWrites = %+v, want %+v", got, want)
 	}
 }

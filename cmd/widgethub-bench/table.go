@@ -47,16 +47,16 @@ func (t *table) set(row int, impl, value string, met bool) {
 
 func (b *benchmark) rowTitles() [rowCount]string {
 	return [rowCount]string{
-		rowEngage:          fmt.Sprintf("engage latency: Secret created -> first Widget reconciled (member of %d Widgets; median of %d)", b.EngageWidgets, b.EngageRounds),
-		rowQuietBaseline:   fmt.Sprintf("quiet member change latency p50 / p99 with no flood (%d changes, one every %s)", b.BaselineChanges, b.ChangeEvery),
-		rowFairness:        fmt.Sprintf("quiet member change latency p50 / p99 during a %d-Widget flood of another member", b.FloodWidgets),
-		rowDrain:           fmt.Sprintf("flood: %d new Widgets created by %d writers until all reconciled", b.FloodWidgets, b.Writers),
+		rowEngage:          fmt.Sprintf("engage latency: Secret created -> first Widget reconciled (member of %d Widgets; median of %d)", b.engageWidgets, b.engageRounds),
+		rowQuietBaseline:   fmt.Sprintf("quiet member change latency p50 / p99 with no flood (%d changes, one every %s)", b.baselineChanges, b.changeEvery),
+		rowFairness:        fmt.Sprintf("quiet member change latency p50 / p99 during a %d-Widget flood of another member", b.floodWidgets),
+		rowDrain:           fmt.Sprintf("flood: %d new Widgets created by %d writers until all reconciled", b.floodWidgets, b.writers),
 		rowThroughput:      "flood throughput, controller writes/s (Deployments + Widget status)",
 		rowServerWrites:    "flooded API server, all writes/s (Widget creates, Deployments, status, Events)",
 		rowCeiling:         "API server ceiling: merge-patches/s, 1 writer / 8 writers, before; after the floods (no manager running)",
-		rowMemoryPerMember: fmt.Sprintf("hub heap per idle member (%d members x %d Widgets; %d API servers)", b.IdleMembers, b.IdleWidgets, b.IdleServers),
-		rowMemoryTotal:     fmt.Sprintf("hub memory with %d idle members", b.IdleMembers),
-		rowConverge:        fmt.Sprintf("cold start: %d members x %d Widgets, manager start -> all reconciled", b.ConvergeMembers, b.ConvergeWidgets),
+		rowMemoryPerMember: fmt.Sprintf("hub heap per idle member (%d members x %d Widgets; %d API servers)", b.idleMembers, b.idleWidgets, b.idleServers),
+		rowMemoryTotal:     fmt.Sprintf("hub memory with %d idle members", b.idleMembers),
+		rowConverge:        fmt.Sprintf("cold start: %d members x %d Widgets, manager start -> all reconciled", b.convergeMembers, b.convergeWidgets),
 	}
 }
 

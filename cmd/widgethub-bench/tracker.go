@@ -15,10 +15,10 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 )
 
-// Tracker records when the Widgets of one member are reconciled.
-type Tracker struct {
-	stop context.CancelFunc
-	done chan struct{}
+// tracker records when the Widgets of one member are reconciled.
+type tracker struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	mu sync.Mutex
 	// changed is closed and replaced whenever a new observation is recorded.
@@ -30,7 +30,7 @@ type Tracker struct {
 	err             error
 }
 
-// history is what a Tracker saw of one Widget.
+// history is what a tracker saw of one Widget.
 type history struct {
 	// seen holds the first time each observedGeneration was seen, in increasing generation.
 	seen []observation
@@ -41,10 +41,10 @@ type observation struct {
 	at         time.Time
 }
 
-// NewTracker starts watching the Widgets of the API server at cfg, in
+// newTracker starts watching the Widgets of the API server at cfg, in
 // namespace only when it is not empty, and returns once the initial list is
 // recorded. Widgets already reconciled count as reconciled at that moment.
-func NewTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (*Tracker, error) {
+func newTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (*tracker, error) {
 	opts := cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()}
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
@@ -57,9 +57,9 @@ func NewTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, n
 	if err != nil {
 		return nil, fmt.Errorf("tracker informer: %w", err)
 	}
-	ctx, stop := context.WithCancel(ctx)
-	t := &Tracker{
-		stop:            stop,
+	ctx, cancel := context.WithCancel(ctx)
+	t := &tracker{
+		cancel:          cancel,
 		done:            make(chan struct{}),
 		changed:         make(chan struct{}),
 		widgets:         map[types.NamespacedName]*history{},
@@ -69,7 +69,7 @@ func NewTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, n
 		AddFunc:    t.record,
 		UpdateFunc: func(_, obj any) { t.record(obj) },
 	}); err != nil {
-		stop()
+		cancel()
 		return nil, fmt.Errorf("tracker handler: %w", err)
 	}
 	go func() {
@@ -81,19 +81,19 @@ func NewTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, n
 		}
 	}()
 	if !c.WaitForCacheSync(ctx) {
-		t.Stop()
+		t.stop()
 		return nil, fmt.Errorf("tracker for %s: cache did not sync", cfg.Host)
 	}
 	return t, nil
 }
 
-// Stop stops the Tracker's informer and waits for it to end.
-func (t *Tracker) Stop() {
-	t.stop()
+// stop stops the tracker's informer and waits for it to end.
+func (t *tracker) stop() {
+	t.cancel()
 	<-t.done
 }
 
-func (t *Tracker) record(obj any) {
+func (t *tracker) record(obj any) {
 	w, ok := obj.(*v1alpha1.Widget)
 	if !ok || w.Status.ObservedGeneration == 0 {
 		return
@@ -118,9 +118,9 @@ func (t *Tracker) record(obj any) {
 	t.changed = make(chan struct{})
 }
 
-// ReconciledAt returns the first time the Widget key was seen reconciled at
+// reconciledAt returns the first time the Widget key was seen reconciled at
 // generation or later.
-func (t *Tracker) ReconciledAt(key types.NamespacedName, generation int64) (time.Time, bool) {
+func (t *tracker) reconciledAt(key types.NamespacedName, generation int64) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if h := t.widgets[key]; h != nil {
@@ -133,16 +133,16 @@ func (t *Tracker) ReconciledAt(key types.NamespacedName, generation int64) (time
 	return time.Time{}, false
 }
 
-// Reconciled is how many Widgets of namespace have been seen reconciled.
-func (t *Tracker) Reconciled(namespace string) int {
+// reconciled is how many Widgets of namespace have been seen reconciled.
+func (t *tracker) reconciled(namespace string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.firstReconciled[namespace])
 }
 
-// ReconciledBy is how many Widgets of namespace had been seen reconciled at
+// reconciledBy is how many Widgets of namespace had been seen reconciled at
 // time at.
-func (t *Tracker) ReconciledBy(namespace string, at time.Time) int {
+func (t *tracker) reconciledBy(namespace string, at time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -154,10 +154,10 @@ func (t *Tracker) ReconciledBy(namespace string, at time.Time) int {
 	return n
 }
 
-// WaitReconciled waits until n Widgets of namespace have been seen reconciled
+// waitReconciled waits until n Widgets of namespace have been seen reconciled
 // and returns the time the n-th was seen. It returns the context's error, and
 // how many were seen, when ctx ends first.
-func (t *Tracker) WaitReconciled(ctx context.Context, namespace string, n int) (time.Time, error) {
+func (t *tracker) waitReconciled(ctx context.Context, namespace string, n int) (time.Time, error) {
 	for {
 		t.mu.Lock()
 		times, changed, err := t.firstReconciled[namespace], t.changed, t.err
@@ -176,13 +176,13 @@ func (t *Tracker) WaitReconciled(ctx context.Context, namespace string, n int) (
 	}
 }
 
-// WaitFor waits until the Widget key is seen reconciled at generation or later.
-func (t *Tracker) WaitFor(ctx context.Context, key types.NamespacedName, generation int64) (time.Time, error) {
+// waitFor waits until the Widget key is seen reconciled at generation or later.
+func (t *tracker) waitFor(ctx context.Context, key types.NamespacedName, generation int64) (time.Time, error) {
 	for {
 		t.mu.Lock()
 		changed := t.changed
 		t.mu.Unlock()
-		if at, ok := t.ReconciledAt(key, generation); ok {
+		if at, ok := t.reconciledAt(key, generation); ok {
 			return at, nil
 		}
 		select {

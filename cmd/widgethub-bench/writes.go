@@ -14,51 +14,51 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// WriteCounter reads an API server's count of writes from its own metrics.
-type WriteCounter struct {
+// writeCounter reads an API server's count of writes from its own metrics.
+type writeCounter struct {
 	rest rest.Interface
 }
 
-// NewWriteCounter returns a WriteCounter of the API server at cfg; cfg's user
+// newWriteCounter returns a writeCounter of the API server at cfg; cfg's user
 // must be allowed to read /metrics.
-func NewWriteCounter(cfg *rest.Config) (*WriteCounter, error) {
+func newWriteCounter(cfg *rest.Config) (*writeCounter, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("metrics client: %w", err)
 	}
-	return &WriteCounter{rest: cs.Discovery().RESTClient()}, nil
+	return &writeCounter{rest: cs.Discovery().RESTClient()}, nil
 }
 
 var labelPair = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
-// Writes are counts of write requests an API server served.
-type Writes struct {
-	// Controller counts the writes a Widget controller makes: Deployments and
+// writeCounts are counts of write requests an API server served.
+type writeCounts struct {
+	// controller counts the writes a Widget controller makes: Deployments and
 	// Widget status. Widgets themselves are written by users (and by the
 	// benchmark), so they are not counted; nor are Events, which are best effort.
-	Controller int64
-	// All counts every write, whoever made it.
-	All int64
+	controller int64
+	// all counts every write, whoever made it.
+	all int64
 }
 
-// Sub is w minus v.
-func (w Writes) Sub(v Writes) Writes {
-	return Writes{Controller: w.Controller - v.Controller, All: w.All - v.All}
+// sub is w minus v.
+func (w writeCounts) sub(v writeCounts) writeCounts {
+	return writeCounts{controller: w.controller - v.controller, all: w.all - v.all}
 }
 
-// Count returns the writes so far.
-func (w *WriteCounter) Count(ctx context.Context) (Writes, error) {
+// count returns the writes so far.
+func (w *writeCounter) count(ctx context.Context) (writeCounts, error) {
 	raw, err := w.rest.Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return Writes{}, fmt.Errorf("read API server metrics: %w", err)
+		return writeCounts{}, fmt.Errorf("read API server metrics: %w", err)
 	}
 	return countWrites(raw)
 }
 
 // countWrites sums apiserver_request_total over the write verbs.
-func countWrites(metrics []byte) (Writes, error) {
+func countWrites(metrics []byte) (writeCounts, error) {
 	const name = "apiserver_request_total{"
-	var total Writes
+	var total writeCounts
 	sc := bufio.NewScanner(bytes.NewReader(metrics))
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -81,21 +81,21 @@ func countWrites(metrics []byte) (Writes, error) {
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
 		if err != nil {
-			return Writes{}, fmt.Errorf("parse %q: %w", line, err)
+			return writeCounts{}, fmt.Errorf("parse %q: %w", line, err)
 		}
-		total.All += int64(v)
+		total.all += int64(v)
 		deployments := labels["group"] == "apps" && labels["resource"] == "deployments" && labels["subresource"] == ""
 		widgetStatus := labels["resource"] == "widgets" && labels["subresource"] == "status"
 		if deployments || widgetStatus {
-			total.Controller += int64(v)
+			total.controller += int64(v)
 		}
 	}
 	return total, sc.Err()
 }
 
-// APIServerProfile returns a CPU profile of the API server at cfg over d, in
+// apiServerProfile returns a CPU profile of the API server at cfg over d, in
 // pprof's format; cfg's user must be allowed to read /debug/pprof.
-func APIServerProfile(ctx context.Context, cfg *rest.Config, d time.Duration) ([]byte, error) {
+func apiServerProfile(ctx context.Context, cfg *rest.Config, d time.Duration) ([]byte, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("profile client: %w", err)
