@@ -7,6 +7,18 @@ import (
 // DefaultWidgetImage is the container image a Widget runs when spec.image is empty.
 const DefaultWidgetImage = "registry.k8s.io/pause:3.10"
 
+// Bounds the API server enforces on a Widget (see the markers below).
+const (
+	// MaxWidgetNameLength is the longest Widget name: the name is the value
+	// of the app.kubernetes.io/instance label of the Widget's Deployment and
+	// pods, and a label value has at most 63 characters.
+	MaxWidgetNameLength = 63
+	// MaxWidgetReplicas is the largest spec.replicas.
+	MaxWidgetReplicas = 1000
+	// MaxWidgetImageLength is the longest spec.image.
+	MaxWidgetImageLength = 1024
+)
+
 // Condition types and reasons of a Widget.
 const (
 	// WidgetReady is True when every desired replica of the Widget is available.
@@ -22,15 +34,28 @@ const (
 
 // WidgetSpec is the desired state of a Widget.
 type WidgetSpec struct {
-	// Replicas is the number of pods the Widget's Deployment runs.
+	// Replicas is the number of pods the Widget's Deployment runs, from 0 to
+	// 1000. The maximum catches a slip of the keyboard (10000 for 100) before
+	// it floods a member's scheduler and quota: 1000 pods of one Deployment
+	// is already several nodes' worth at Kubernetes' 110 pods per node, and a
+	// workload larger than that belongs in several Widgets (or clusters).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +kubebuilder:default=1
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Image is the container image of the Widget's pods.
+	// Image is the container image of the Widget's pods: at most 1024
+	// characters, no whitespace. A reference's repository path has at most 255
+	// characters, a tag 128 and a sha512 digest 135, so 1024 leaves room for
+	// any registry host while keeping every Widget (and its Deployment and
+	// Events) small. The Deployment API refuses an image with whitespace
+	// around it; the Widget API refuses one with whitespace anywhere, which
+	// no image reference has.
 	// +kubebuilder:default="registry.k8s.io/pause:3.10"
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:]]')",message="spec.image must not contain whitespace"
 	// +optional
 	Image string `json:"image,omitempty"`
 }
@@ -57,8 +82,11 @@ type WidgetStatus struct {
 }
 
 // Widget is a replicated workload that widgethub runs in a member cluster as a Deployment.
+// Its name has at most 63 characters: it is the app.kubernetes.io/instance
+// label value of the Deployment and its pods.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it is the value of the app.kubernetes.io/instance label of the Widget's Deployment and pods"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.availableReplicas,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`

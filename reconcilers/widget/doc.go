@@ -6,5 +6,9 @@
 // its Deployment from that member's cache, applies the Deployment with
 // server-side apply only when the fields it owns differ from the desired ones,
 // and patches the Widget's status only when the observed status differs.
+// A Deployment the member refuses is reported in the Widget's Ready condition
+// (reason DeploymentFailed, with the member's answer) and retried with backoff;
+// what no Deployment could carry (a name longer than a label value, an image
+// with whitespace) the Widget API refuses at admission.
 // A request for a member that is no longer engaged is dropped.
 package widget
