@@ -54,6 +54,13 @@ func percentile(samples []sample, p float64) (quantile, bool) {
 	return quantile{value: minUnfinished, atLeast: true}, true
 }
 
+// p50p99 are the median and the 99th percentile of samples (zero when there are none).
+func p50p99(samples []sample) (p50, p99 quantile) {
+	p50, _ = percentile(samples, 50)
+	p99, _ = percentile(samples, 99)
+	return p50, p99
+}
+
 // formatDuration prints d with a precision that suits its size.
 func formatDuration(d time.Duration) string {
 	switch {

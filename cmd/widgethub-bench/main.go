@@ -67,6 +67,7 @@ type sizes struct {
 	settle             time.Duration
 }
 
+// fullSizes are the sizes of `make bench`.
 func fullSizes() sizes {
 	return sizes{
 		engageWidgets: 100, engageRounds: 3,
@@ -80,17 +81,17 @@ func fullSizes() sizes {
 	}
 }
 
+// quickSizes are fullSizes scaled down for CI.
 func quickSizes() sizes {
-	return sizes{
-		engageWidgets: 100, engageRounds: 1,
-		floodWidgets: 1000, quietWidgets: 10, changeEvery: 100 * time.Millisecond, baselineChanges: 20,
-		writers:     8,
-		ceilingFor:  2 * time.Second,
-		idleMembers: 6, idleServers: 2, idleWidgets: 100,
-		convergeMembers: 3, convergeWidgets: 200,
-		window: 5 * time.Minute, peerWindow: 15 * time.Second,
-		settle: 2 * time.Second,
-	}
+	s := fullSizes()
+	s.engageRounds = 1
+	s.floodWidgets, s.quietWidgets, s.baselineChanges = 1000, 10, 20
+	s.ceilingFor = 2 * time.Second
+	s.idleMembers, s.idleServers = 6, 2
+	s.convergeMembers, s.convergeWidgets = 3, 200
+	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
+	s.settle = 2 * time.Second
+	return s
 }
 
 var scenarios = []string{"engage", "fairness", "memory", "converge"}

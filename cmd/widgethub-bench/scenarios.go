@@ -22,15 +22,12 @@ func (b *benchmark) engage(ctx context.Context) error {
 	const ns = "engage"
 	m := b.members[0]
 	for _, impl := range b.impls {
-		p, err := b.startManager(impl, "engage")
+		p, err := b.readyManager(ctx, impl, "engage")
 		if err != nil {
 			return err
 		}
 		var samples []sample
 		err = func() error {
-			if err := p.waitReady(ctx); err != nil {
-				return err
-			}
 			for round := range b.engageRounds {
 				s, err := b.engageOnce(ctx, p, m, ns, fmt.Sprintf("engage-%d", round))
 				if err != nil {
@@ -62,15 +59,13 @@ func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member,
 			logf("clean up %s: %v", ns, err)
 		}
 	}()
-	if err := fleet.CreateWidgets(ctx, m.client, ns, "engage", b.engageWidgets, b.writers); err != nil {
-		return sample{}, err
-	}
-	tracker, err := newTracker(ctx, m.Config, clusters.NewScheme(), ns)
+	trackers, err := b.trackWidgets(ctx, []member{m}, ns, b.engageWidgets)
 	if err != nil {
 		return sample{}, err
 	}
-	defer tracker.stop()
-	if n := tracker.reconciled(ns); n != 0 {
+	defer stopAll(trackers)
+	t := trackers[0]
+	if n := t.reconciled(ns); n != 0 {
 		return sample{}, fmt.Errorf("%d Widgets reconciled before their member was registered", n)
 	}
 	window := b.windowFor(p.impl)
@@ -80,7 +75,7 @@ func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member,
 	if err := b.register(ctx, name, m.Kubeconfig); err != nil {
 		return sample{}, err
 	}
-	at, err := tracker.waitReconciled(wctx, ns, 1)
+	at, err := t.waitReconciled(wctx, ns, 1)
 	latency := sample{value: at.Sub(start)}
 	if err != nil {
 		if ctx.Err() != nil || p.impl == widgethub {
@@ -166,71 +161,38 @@ type floodRates struct {
 	controller, onceCreated, all float64
 }
 
+// fairnessOf measures, with impl's manager, the quiet member's change
+// latency without a flood and during a flood of the flooded member, and the
+// flood's drain time; it returns the flood's write rates.
 func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet member) (rates floodRates, err error) {
 	const floodNS, quietNS = "flood", "quiet"
 	defer func() {
 		err = errors.Join(err, b.unregisterAll(ctx),
 			deleteWidgets(ctx, flooded.client, floodNS), deleteWidgets(ctx, quiet.client, quietNS))
 	}()
-	if err := fleet.CreateWidgets(ctx, quiet.client, quietNS, quietPrefix, b.quietWidgets, b.writers); err != nil {
-		return rates, err
-	}
-	scheme := clusters.NewScheme()
-	floodTracker, err := newTracker(ctx, flooded.Config, scheme, floodNS)
+	f, stopTrackers, err := b.newFlood(ctx, impl, flooded, quiet, floodNS, quietNS)
 	if err != nil {
 		return rates, err
 	}
-	defer floodTracker.stop()
-	quietTracker, err := newTracker(ctx, quiet.Config, scheme, quietNS)
-	if err != nil {
-		return rates, err
-	}
-	defer quietTracker.stop()
-	writes, err := newWriteCounter(flooded.Config)
-	if err != nil {
-		return rates, err
-	}
-
-	p, err := b.startManager(impl, "fairness")
+	defer stopTrackers()
+	p, err := b.readyManager(ctx, impl, "fairness")
 	if err != nil {
 		return rates, err
 	}
 	defer func() { err = errors.Join(err, p.stop()) }()
-	if err := p.waitReady(ctx); err != nil {
-		return rates, err
-	}
-	names := []string{"flooded", "quiet"}
-	for i, m := range []member{flooded, quiet} {
-		if err := b.register(ctx, names[i], m.Kubeconfig); err != nil {
-			return rates, err
-		}
-	}
-	if err := waitEngaged(ctx, p, names, 2*time.Minute); err != nil {
-		return rates, err
-	}
-	engaged, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if _, err := quietTracker.waitReconciled(engaged, quietNS, b.quietWidgets); err != nil {
+	if err := b.engageFloodMembers(ctx, p, f, flooded, quiet); err != nil {
 		return rates, err
 	}
 
-	flood := flood{
-		flooded: flooded.client, quiet: quiet.client,
-		floodTracker: floodTracker, quietTracker: quietTracker,
-		floodNamespace: floodNS, widgets: b.floodWidgets, writers: b.writers,
-		quietNamespace: quietNS, quietWidgets: b.quietWidgets, changeEvery: b.changeEvery,
-		window: b.windowFor(impl), writes: writes,
-	}
-	baseline, err := flood.baseline(ctx, b.baselineChanges)
+	baseline, err := f.baseline(ctx, b.baselineChanges)
 	if err != nil {
 		return rates, fmt.Errorf("changes without a flood: %w", err)
 	}
-	bp50, _ := percentile(baseline, 50)
-	bp99, _ := percentile(baseline, 99)
+	bp50, bp99 := p50p99(baseline)
 	b.table.set(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), false)
-	flood.firstChange = len(baseline)
+	f.firstChange = len(baseline)
 	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
-	res, err := flood.run(ctx)
+	res, err := f.run(ctx)
 	profiled()
 	if err != nil {
 		return rates, err
@@ -238,34 +200,95 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	if res.drained.IsZero() && impl == widgethub {
 		return rates, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, b.floodWidgets, b.windowFor(impl))
 	}
+	p50, p99 := b.recordFairness(impl, res)
+	rates = b.recordDrain(impl, res)
+	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, formatDuration(res.drainTime()), rates.controller)
+	return rates, nil
+}
 
+// newFlood creates the quiet member's Widgets, starts a tracker of each
+// member and returns the flood of impl's measurement with a function that
+// stops the trackers.
+func (b *benchmark) newFlood(ctx context.Context, impl string, flooded, quiet member, floodNS, quietNS string) (f flood, stopTrackers func(), err error) {
+	if err := fleet.CreateWidgets(ctx, quiet.client, quietNS, quietPrefix, b.quietWidgets, b.writers); err != nil {
+		return f, nil, err
+	}
+	scheme := clusters.NewScheme()
+	floodTracker, err := newTracker(ctx, flooded.Config, scheme, floodNS)
+	if err != nil {
+		return f, nil, err
+	}
+	quietTracker, err := newTracker(ctx, quiet.Config, scheme, quietNS)
+	if err != nil {
+		floodTracker.stop()
+		return f, nil, err
+	}
+	stopTrackers = func() { stopAll([]*tracker{quietTracker, floodTracker}) }
+	writes, err := newWriteCounter(flooded.Config)
+	if err != nil {
+		stopTrackers()
+		return f, nil, err
+	}
+	return flood{
+		flooded: flooded.client, quiet: quiet.client,
+		floodTracker: floodTracker, quietTracker: quietTracker,
+		floodNamespace: floodNS, widgets: b.floodWidgets, writers: b.writers,
+		quietNamespace: quietNS, quietWidgets: b.quietWidgets, changeEvery: b.changeEvery,
+		window: b.windowFor(impl), writes: writes,
+	}, stopTrackers, nil
+}
+
+// engageFloodMembers registers the flooded and the quiet member and waits
+// until p has engaged both and reconciled the quiet member's Widgets.
+func (b *benchmark) engageFloodMembers(ctx context.Context, p *managerProcess, f flood, flooded, quiet member) error {
+	names := []string{"flooded", "quiet"}
+	for i, m := range []member{flooded, quiet} {
+		if err := b.register(ctx, names[i], m.Kubeconfig); err != nil {
+			return err
+		}
+	}
+	if err := waitEngaged(ctx, p, names, 2*time.Minute); err != nil {
+		return err
+	}
+	engaged, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	_, err := f.quietTracker.waitReconciled(engaged, f.quietNamespace, f.quietWidgets)
+	return err
+}
+
+// recordFairness sets impl's row of the quiet member's change latency during
+// the flood and returns its p50 and p99.
+func (b *benchmark) recordFairness(impl string, res *floodResult) (p50, p99 quantile) {
 	var patchCalls []sample
 	for _, c := range res.changes {
 		patchCalls = append(patchCalls, sample{value: c.patched.Sub(c.at)})
 	}
-	pp50, _ := percentile(patchCalls, 50)
-	pp99, _ := percentile(patchCalls, 99)
+	pp50, pp99 := p50p99(patchCalls)
 	lat := res.latencies(res.start.Add(b.windowFor(impl)))
-	p50, _ := percentile(lat, 50)
-	p99, _ := percentile(lat, 99)
+	p50, p99 = p50p99(lat)
 	b.table.set(rowFairness, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
 		impl == widgethub && !p99.atLeast && p99.value < 100*time.Millisecond)
+	return p50, p99
+}
 
+// recordDrain sets impl's row of the flood's drain time and returns the
+// flood's write rates.
+func (b *benchmark) recordDrain(impl string, res *floodResult) floodRates {
 	drain := res.drainTime()
 	widgetRate := float64(res.reconciled) / drain.Seconds()
-	writeRate := float64(res.writes.controller) / drain.Seconds()
-	allRate := float64(res.writes.all) / drain.Seconds()
 	if res.drained.IsZero() {
 		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(drain), res.reconciled, b.floodWidgets, widgetRate), false)
 	} else {
 		b.table.set(rowDrain, impl, fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(drain), widgetRate), false)
 	}
-	rates = floodRates{controller: writeRate, all: allRate}
+	rates := floodRates{
+		controller: float64(res.writes.controller) / drain.Seconds(),
+		all:        float64(res.writes.all) / drain.Seconds(),
+	}
 	if !res.drained.IsZero() && res.created.Before(res.end) {
 		rates.onceCreated = float64(res.writesAfterCreated.controller) / res.end.Sub(res.created).Seconds()
 	}
-	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, formatDuration(drain), writeRate)
-	return rates, nil
+	return rates
 }
 
 // memory registers idleMembers members, each a registration of its own (its
@@ -278,39 +301,22 @@ func (b *benchmark) memory(ctx context.Context) error {
 		return err
 	}
 	servers := b.members[:b.idleServers]
-	scheme := clusters.NewScheme()
 	var trackers []*tracker
 	defer func() {
-		for _, t := range trackers {
-			t.stop()
-		}
+		stopAll(trackers)
 		for _, m := range servers {
 			if err := deleteWidgets(ctx, m.client, ns); err != nil {
 				logf("clean up: %v", err)
 			}
 		}
 	}()
-	for _, m := range servers {
-		if err := fleet.CreateWidgets(ctx, m.client, ns, "idle", b.idleWidgets, b.writers); err != nil {
-			return err
-		}
-		t, err := newTracker(ctx, m.Config, scheme, ns)
-		if err != nil {
-			return err
-		}
-		trackers = append(trackers, t)
+	trackers, err := b.trackWidgets(ctx, servers, ns, b.idleWidgets)
+	if err != nil {
+		return err
 	}
-	names := make([]string, b.idleMembers)
-	kubeconfigs := make([][]byte, b.idleMembers)
-	for i := range names {
-		names[i] = fmt.Sprintf("idle-%02d", i)
-		user, err := servers[i%len(servers)].Env.AddUser(envtest.User{Name: names[i], Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			return err
-		}
-		if kubeconfigs[i], err = user.KubeConfig(); err != nil {
-			return err
-		}
+	names, kubeconfigs, err := idleRegistrations(servers, b.idleMembers)
+	if err != nil {
+		return err
 	}
 
 	// A warm-up manager reconciles the Widgets first, so that both managers
@@ -326,16 +332,32 @@ func (b *benchmark) memory(ctx context.Context) error {
 	return nil
 }
 
+// idleRegistrations adds n users spread over servers and returns their names
+// and kubeconfigs: n registrations, each its own user, so its own client,
+// cache and connections.
+func idleRegistrations(servers []member, n int) (names []string, kubeconfigs [][]byte, err error) {
+	names = make([]string, n)
+	kubeconfigs = make([][]byte, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("idle-%02d", i)
+		user, err := servers[i%len(servers)].Env.AddUser(envtest.User{Name: names[i], Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		if kubeconfigs[i], err = user.KubeConfig(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return names, kubeconfigs, nil
+}
+
 // warmUp runs widgethub until the Widgets of servers are reconciled.
 func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*tracker, ns string) (err error) {
-	p, err := b.startManager(widgethub, "memory-warm-up")
+	p, err := b.readyManager(ctx, widgethub, "memory-warm-up")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, p.stop(), b.unregisterAll(ctx)) }()
-	if err := p.waitReady(ctx); err != nil {
-		return err
-	}
 	for i, m := range servers {
 		if err := b.register(ctx, fmt.Sprintf("warm-up-%02d", i), m.Kubeconfig); err != nil {
 			return err
@@ -343,23 +365,16 @@ func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*tr
 	}
 	wctx, cancel := context.WithTimeout(ctx, b.window)
 	defer cancel()
-	for _, t := range trackers {
-		if _, err := t.waitReconciled(wctx, ns, b.idleWidgets); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = waitAllReconciled(wctx, trackers, ns, b.idleWidgets)
+	return err
 }
 
 func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, kubeconfigs [][]byte) (err error) {
-	p, err := b.startManager(impl, "memory")
+	p, err := b.readyManager(ctx, impl, "memory")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, p.stop(), b.unregisterAll(ctx)) }()
-	if err := p.waitReady(ctx); err != nil {
-		return err
-	}
 	time.Sleep(b.settle)
 	heap0, err := p.heapInUse(ctx)
 	if err != nil {
@@ -411,24 +426,16 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 	members := b.members[:b.convergeMembers]
 	var trackers []*tracker
 	defer func() {
-		for _, t := range trackers {
-			t.stop()
-		}
+		stopAll(trackers)
 		err = errors.Join(err, b.unregisterAll(ctx))
 		for _, m := range members {
 			err = errors.Join(err, deleteWidgets(ctx, m.client, ns))
 		}
 	}()
-	scheme := clusters.NewScheme()
+	if trackers, err = b.trackWidgets(ctx, members, ns, b.convergeWidgets); err != nil {
+		return err
+	}
 	for i, m := range members {
-		if err := fleet.CreateWidgets(ctx, m.client, ns, "converge", b.convergeWidgets, b.writers); err != nil {
-			return err
-		}
-		t, err := newTracker(ctx, m.Config, scheme, ns)
-		if err != nil {
-			return err
-		}
-		trackers = append(trackers, t)
 		if err := b.register(ctx, fmt.Sprintf("converge-%02d", i), m.Kubeconfig); err != nil {
 			return err
 		}
@@ -443,16 +450,8 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 	window := b.windowFor(impl)
 	wctx, cancel := context.WithDeadline(ctx, start.Add(window))
 	defer cancel()
-	var last time.Time
-	for _, t := range trackers {
-		at, err := t.waitReconciled(wctx, ns, b.convergeWidgets)
-		if err != nil {
-			break
-		}
-		if at.After(last) {
-			last = at
-		}
-	}
+	// A convergence the window cuts short is reported from the count below.
+	last, _ := waitAllReconciled(wctx, trackers, ns, b.convergeWidgets)
 	total := len(members) * b.convergeWidgets
 	done := 0
 	for _, t := range trackers {
@@ -471,6 +470,62 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(took), float64(total)/took.Seconds()), false)
 	logf("convergence, %s: %s", impl, formatDuration(took))
 	return nil
+}
+
+// readyManager starts impl's manager process for scenario and waits until
+// its hub cache has synced; on error the process is stopped again.
+func (b *benchmark) readyManager(ctx context.Context, impl, scenario string) (*managerProcess, error) {
+	p, err := b.startManager(impl, scenario)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return nil, errors.Join(err, p.stop())
+	}
+	return p, nil
+}
+
+// trackWidgets creates n Widgets, named after ns, in namespace ns of each of
+// members and starts a tracker of ns on each. On error it stops the trackers
+// it started.
+func (b *benchmark) trackWidgets(ctx context.Context, members []member, ns string, n int) ([]*tracker, error) {
+	scheme := clusters.NewScheme()
+	var trackers []*tracker
+	for _, m := range members {
+		err := fleet.CreateWidgets(ctx, m.client, ns, ns, n, b.writers)
+		var t *tracker
+		if err == nil {
+			t, err = newTracker(ctx, m.Config, scheme, ns)
+		}
+		if err != nil {
+			stopAll(trackers)
+			return nil, err
+		}
+		trackers = append(trackers, t)
+	}
+	return trackers, nil
+}
+
+// waitAllReconciled waits until every one of trackers has seen n Widgets of
+// ns reconciled and returns when the last of them was seen: the latest seen
+// so far, with the error, when ctx ends first.
+func waitAllReconciled(ctx context.Context, trackers []*tracker, ns string, n int) (last time.Time, err error) {
+	for _, t := range trackers {
+		at, err := t.waitReconciled(ctx, ns, n)
+		if err != nil {
+			return last, err
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last, nil
+}
+
+func stopAll(trackers []*tracker) {
+	for _, t := range trackers {
+		t.stop()
+	}
 }
 
 // apiServerProfileFor is how long the flooded API server is profiled: the

@@ -69,6 +69,17 @@ var targets = [rowCount]string{
 
 // print writes the table as Markdown, with the run's conditions above it.
 func (b *benchmark) print(w io.Writer, start time.Time) {
+	fmt.Fprintf(w, "\nwidgethub bench, %s, %d CPUs, load average %s at the end, took %s\n",
+		time.Now().Format(time.RFC3339), runtime.NumCPU(), loadAverage(), time.Since(start).Round(time.Second))
+	fmt.Fprintf(w, "widgethub: --member-qps=%g --member-burst=%d --max-concurrent-reconciles=%d (%d per member); peer: client-go defaults (5 QPS, burst 10), 1 worker, controller-runtime's default queue\n\n",
+		b.opts.MemberQPS, b.opts.MemberBurst, b.opts.MaxConcurrentReconciles, b.opts.ReconcilesPerMember())
+	writeMarkdown(w, b.rows())
+	fmt.Fprintf(w, "\nManager logs: %s\n", b.logDir)
+}
+
+// rows are the table's cells, a header first, without the rows no manager
+// has a result in.
+func (b *benchmark) rows() [][]string {
 	var ceilings []string
 	for _, c := range b.ceiling {
 		ceilings = append(ceilings, fmt.Sprintf("%.0f / %.0f", c[0], c[1]))
@@ -111,12 +122,12 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 		}
 		rows = append(rows, append(row, targets[r], met))
 	}
+	return rows
+}
 
-	fmt.Fprintf(w, "\nwidgethub bench, %s, %d CPUs, load average %s at the end, took %s\n",
-		time.Now().Format(time.RFC3339), runtime.NumCPU(), loadAverage(), time.Since(start).Round(time.Second))
-	fmt.Fprintf(w, "widgethub: --member-qps=%g --member-burst=%d --max-concurrent-reconciles=%d (%d per member); peer: client-go defaults (5 QPS, burst 10), 1 worker, controller-runtime's default queue\n\n",
-		b.opts.MemberQPS, b.opts.MemberBurst, b.opts.MaxConcurrentReconciles, b.opts.ReconcilesPerMember())
-	widths := make([]int, len(header))
+// writeMarkdown writes rows as a Markdown table, the first row its header.
+func writeMarkdown(w io.Writer, rows [][]string) {
+	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, c := range row {
 			widths[i] = max(widths[i], len(c))
@@ -136,5 +147,4 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 			fmt.Fprintf(w, "|-%s-|\n", strings.Join(dashes, "-|-"))
 		}
 	}
-	fmt.Fprintf(w, "\nManager logs: %s\n", b.logDir)
 }
