@@ -30,32 +30,38 @@ import (
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
-// Members are the demo's member clusters.
-var Members = []string{"alpha", "beta"}
+// members are the demo's member clusters.
+var members = []string{"alpha", "beta"}
 
-// SampleNamespace is where the sample Widgets go in each member.
-const SampleNamespace = "default"
+// sampleNamespace is where the sample Widgets go in each member.
+const sampleNamespace = "default"
 
-// Options of a demo run.
-type Options struct {
-	// Out receives the progress lines and the plugin's output.
-	Out io.Writer
-	// ExitWhenReady ends the run once every sample Widget is Ready, instead
+// options of a demo run.
+type options struct {
+	// out receives the progress lines and the plugin's output.
+	out io.Writer
+	// exitWhenReady ends the run once every sample Widget is Ready, instead
 	// of waiting for the context to end.
-	ExitWhenReady bool
-	// ReadyTimeout bounds the wait for Ready Widgets.
-	ReadyTimeout time.Duration
-	// MetricsBindAddress of the manager; "0" disables metrics.
-	MetricsBindAddress string
+	exitWhenReady bool
+	// readyTimeout bounds the wait for Ready Widgets.
+	readyTimeout time.Duration
+	// metricsBindAddress of the manager; "0" disables metrics.
+	metricsBindAddress string
 }
 
-// Run runs the demo until ctx ends (or until the Widgets are Ready with
-// ExitWhenReady). It needs KUBEBUILDER_ASSETS, as the tests do.
-func Run(ctx context.Context, opts Options) (err error) {
-	start := time.Now()
-	say := func(format string, args ...any) {
-		fmt.Fprintf(opts.Out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
+// demo is one run: its options, and the fleet it started with that fleet's
+// admin kubeconfig files.
+type demo struct {
+	opts  options
+	start time.Time
+	fleet *fleet.Fleet
+	files *fleet.KubeconfigFiles
+}
+
+// run runs the demo until ctx ends (or until the Widgets are Ready with
+// exitWhenReady). It needs KUBEBUILDER_ASSETS, as the tests do.
+func run(ctx context.Context, opts options) (err error) {
+	d := &demo{opts: opts, start: time.Now()}
 	dir, err := os.MkdirTemp("", "widgethub-demo-")
 	if err != nil {
 		return err
@@ -69,77 +75,113 @@ func Run(ctx context.Context, opts Options) (err error) {
 	defer func() { err = errors.Join(err, logFile.Close()) }()
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 
-	say("starting a hub and members %s as local control planes (kube-apiserver + etcd)...", strings.Join(Members, ", "))
-	// The members start without the Widget CRD: join installs it.
-	f, err := fleet.Start(fleet.Options{Members: Members, Scheme: clusters.NewScheme(), MemberCRDs: []string{}})
+	stopFleet, err := d.startFleet(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopFleet()) }()
+	stopManager, err := startManager(ctx, d.fleet, opts.metricsBindAddress)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		say("stopping the control planes")
-		err = errors.Join(err, f.Stop())
-	}()
-	files, err := f.WriteKubeconfigs(dir)
-	if err != nil {
-		return err
-	}
-	say("control planes up: hub %s, %s", f.Hub.Config.Host, memberHosts(f))
-	if err := f.Hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}); err != nil {
-		return fmt.Errorf("create the registration namespace: %w", err)
-	}
-
-	stopManager, err := startManager(ctx, f, opts.MetricsBindAddress)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		say("stopping the manager")
+		d.say("stopping the manager")
 		err = errors.Join(err, stopManager())
 	}()
-	say("manager running in-process on the hub (log: %s)", logPath)
+	d.say("manager running in-process on the hub (log: %s)", logPath)
 
-	kubectl := func(args ...string) error {
-		fmt.Fprintf(opts.Out, "$ kubectl widgethub %s\n", strings.Join(args, " "))
-		full := append([]string{"--kubeconfig", files.All, "--context", f.Hub.Name}, args...)
-		if code := plugin.Run(ctx, full, opts.Out, opts.Out); code != plugin.ExitOK {
-			return fmt.Errorf("kubectl widgethub %s: exit code %d", strings.Join(args, " "), code)
-		}
-		fmt.Fprintln(opts.Out)
+	if err := d.joinMembers(ctx); err != nil {
+		return err
+	}
+	if err := d.showReadySamples(ctx); err != nil {
+		return err
+	}
+	if opts.exitWhenReady {
+		d.say("every sample Widget is Ready; exiting as asked (--exit-when-ready)")
 		return nil
 	}
-	for _, m := range Members {
-		say("joining %s with the kubectl plugin:", m)
-		if err := kubectl("join", m, "--member-context", m); err != nil {
+	d.say("the fleet stays up until Ctrl+C")
+	<-ctx.Done()
+	fmt.Fprintln(opts.out)
+	return nil
+}
+
+// say prints a progress line with the time since the start of the run.
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.opts.out, "[%5.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// startFleet starts the hub and the members, writes their admin kubeconfigs
+// into dir and creates the registration namespace on the hub. The returned
+// function stops the fleet; on error the fleet is already stopped.
+func (d *demo) startFleet(ctx context.Context, dir string) (stop func() error, err error) {
+	d.say("starting a hub and members %s as local control planes (kube-apiserver + etcd)...", strings.Join(members, ", "))
+	// The members start without the Widget CRD: join installs it.
+	f, err := fleet.Start(fleet.Options{Members: members, Scheme: clusters.NewScheme(), MemberCRDs: []string{}})
+	if err != nil {
+		return nil, err
+	}
+	stop = func() error {
+		d.say("stopping the control planes")
+		return f.Stop()
+	}
+	d.fleet = f
+	if d.files, err = f.WriteKubeconfigs(dir); err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	d.say("control planes up: hub %s, %s", f.Hub.Config.Host, memberHosts(f))
+	if err := f.Hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}); err != nil {
+		return nil, errors.Join(fmt.Errorf("create the registration namespace: %w", err), stop())
+	}
+	return stop, nil
+}
+
+// kubectl runs `kubectl widgethub args...` in-process against the hub and
+// prints the command and its output.
+func (d *demo) kubectl(ctx context.Context, args ...string) error {
+	fmt.Fprintf(d.opts.out, "$ kubectl widgethub %s\n", strings.Join(args, " "))
+	full := append([]string{"--kubeconfig", d.files.All, "--context", d.fleet.Hub.Name}, args...)
+	if code := plugin.Run(ctx, full, d.opts.out, d.opts.out); code != plugin.ExitOK {
+		return fmt.Errorf("kubectl widgethub %s: exit code %d", strings.Join(args, " "), code)
+	}
+	fmt.Fprintln(d.opts.out)
+	return nil
+}
+
+// joinMembers joins every member to the hub with the kubectl plugin.
+func (d *demo) joinMembers(ctx context.Context) error {
+	for _, m := range members {
+		d.say("joining %s with the kubectl plugin:", m)
+		if err := d.kubectl(ctx, "join", m, "--member-context", m); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	samples, err := applySamples(ctx, f)
+// showReadySamples applies the sample Widgets to every member, plays the
+// Deployment controller until they are Ready, and shows the fleet through the
+// plugin and the kubeconfig files to explore it with.
+func (d *demo) showReadySamples(ctx context.Context) error {
+	samples, err := applySamples(ctx, d.fleet)
 	if err != nil {
 		return err
 	}
-	say("applied the sample Widgets %s (config/samples) in namespace %s of %s", strings.Join(samples, ", "), SampleNamespace, strings.Join(Members, " and "))
-	go playDeploymentController(ctx, f)
-	say("standing in for the Deployment controller: Deployments report their replicas available")
+	d.say("applied the sample Widgets %s (config/samples) in namespace %s of %s", strings.Join(samples, ", "), sampleNamespace, strings.Join(members, " and "))
+	go playDeploymentController(ctx, d.fleet)
+	d.say("standing in for the Deployment controller: Deployments report their replicas available")
 
-	if err := waitReady(ctx, f, samples, opts.ReadyTimeout, say); err != nil {
+	if err := waitReady(ctx, d.fleet, samples, d.opts.readyTimeout, d.say); err != nil {
 		return err
 	}
-	waitMemberClusters(ctx, f, int32(len(samples)))
-	if err := kubectl("clusters"); err != nil {
+	waitMemberClusters(ctx, d.fleet, int32(len(samples)))
+	if err := d.kubectl(ctx, "clusters"); err != nil {
 		return err
 	}
-	if err := kubectl("widgets", "-A"); err != nil {
+	if err := d.kubectl(ctx, "widgets", "-A"); err != nil {
 		return err
 	}
-	printTryIt(opts.Out, files)
-	if opts.ExitWhenReady {
-		say("every sample Widget is Ready; exiting as asked (--exit-when-ready)")
-		return nil
-	}
-	say("the fleet stays up until Ctrl+C")
-	<-ctx.Done()
-	fmt.Fprintln(opts.Out)
+	printTryIt(d.opts.out, d.files)
 	return nil
 }
 
@@ -178,7 +220,7 @@ func applySamples(ctx context.Context, f *fleet.Fleet) ([]string, error) {
 		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(files[name]), 4096).Decode(w); err != nil {
 			return nil, fmt.Errorf("sample %s: %w", name, err)
 		}
-		w.Namespace = SampleNamespace
+		w.Namespace = sampleNamespace
 		widgets = append(widgets, w)
 	}
 	var names []string
@@ -252,7 +294,7 @@ func waitReady(ctx context.Context, f *fleet.Fleet, samples []string, timeout ti
 			ready := 0
 			for _, name := range samples {
 				w := &v1alpha1.Widget{}
-				err := m.Client.Get(ctx, client.ObjectKey{Namespace: SampleNamespace, Name: name}, w)
+				err := m.Client.Get(ctx, client.ObjectKey{Namespace: sampleNamespace, Name: name}, w)
 				if err == nil && w.Status.ObservedGeneration == w.Generation &&
 					meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.WidgetReady) {
 					ready++

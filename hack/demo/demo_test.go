@@ -18,21 +18,21 @@ func TestDemoReachesReadyWidgets(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	err := Run(ctx, Options{Out: &out, ExitWhenReady: true, ReadyTimeout: 2 * time.Minute})
+	err := run(ctx, options{out: &out, exitWhenReady: true, readyTimeout: 2 * time.Minute})
 	t.Logf("demo output:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("demo: %v", err)
 	}
 	table := out.String()[strings.Index(out.String(), "$ kubectl widgethub widgets -A"):]
-	for _, m := range Members {
+	for _, m := range members {
 		for _, w := range []string{"cart", "checkout"} {
-			if !hasRow(table, map[int]string{0: m, 1: SampleNamespace, 2: w, 5: "True"}) {
-				t.Errorf("widgets -A shows no Ready row for %s/%s in %s", SampleNamespace, w, m)
+			if !hasRow(table, map[int]string{0: m, 1: sampleNamespace, 2: w, 5: "True"}) {
+				t.Errorf("widgets -A shows no Ready row for %s/%s in %s", sampleNamespace, w, m)
 			}
 		}
 	}
 	clusters := out.String()[strings.Index(out.String(), "$ kubectl widgethub clusters"):]
-	for _, m := range Members {
+	for _, m := range members {
 		if !hasRow(clusters, map[int]string{0: m, 1: "True", 2: "Engaged", 4: "2"}) {
 			t.Errorf("clusters shows %s not Ready and Engaged with 2 Widgets", m)
 		}

@@ -21,18 +21,18 @@ import (
 )
 
 func main() {
-	opts := Options{Out: os.Stdout}
-	flag.BoolVar(&opts.ExitWhenReady, "exit-when-ready", os.Getenv("DEMO_EXIT_WHEN_READY") == "1",
+	opts := options{out: os.Stdout}
+	flag.BoolVar(&opts.exitWhenReady, "exit-when-ready", os.Getenv("DEMO_EXIT_WHEN_READY") == "1",
 		"Exit once every sample Widget is Ready (also DEMO_EXIT_WHEN_READY=1).")
-	flag.DurationVar(&opts.ReadyTimeout, "ready-timeout", 3*time.Minute, "How long the Widgets may take to become Ready.")
-	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", "0", "Address of the manager's metrics endpoint; 0 disables it.")
+	flag.DurationVar(&opts.readyTimeout, "ready-timeout", 3*time.Minute, "How long the Widgets may take to become Ready.")
+	flag.StringVar(&opts.metricsBindAddress, "metrics-bind-address", "0", "Address of the manager's metrics endpoint; 0 disables it.")
 	flag.Parse()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make demo`, which builds the control plane first")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := Run(ctx, opts)
+	err := run(ctx, opts)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
