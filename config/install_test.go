@@ -4,22 +4,30 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -71,23 +79,32 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 
 	kinds := map[string]int{}
 	var deploy appsv1.Deployment
+	var pdb policyv1.PodDisruptionBudget
 	for _, u := range objs {
 		kinds[u.GetKind()]++
 		if ns := u.GetNamespace(); ns != "" && ns != "widgethub-system" {
 			t.Errorf("%s %s is in namespace %q, want widgethub-system", u.GetKind(), u.GetName(), ns)
 		}
-		if u.GetKind() == "Deployment" {
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &deploy); err != nil {
-				t.Fatal(err)
-			}
+		var into any
+		switch u.GetKind() {
+		case "Deployment":
+			into = &deploy
+		case "PodDisruptionBudget":
+			into = &pdb
+		default:
+			continue
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+			t.Fatal(err)
 		}
 	}
 	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "Role": 1,
-		"RoleBinding": 1, "Deployment": 1, "Service": 1}
+		"RoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1}
 	if fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Errorf("rendered kinds = %v, want %v (a ClusterRole needs a reason)", kinds, want)
 	}
 	checkManager(t, &deploy, image)
+	checkFailover(t, &deploy, &pdb)
 
 	// Apply: the namespace for real (a dry run would not make it), the rest
 	// with a server-side dry run, collecting the API server's warnings.
@@ -160,5 +177,45 @@ func checkManager(t *testing.T, d *appsv1.Deployment, image string) {
 	}
 	if d.Spec.Template.Spec.ServiceAccountName != "widgethub" {
 		t.Errorf("serviceAccountName = %q", d.Spec.Template.Spec.ServiceAccountName)
+	}
+}
+
+// checkFailover checks that a standby manager is always there to take over:
+// two replicas that elect a leader, and a disruption budget that evicts one at
+// a time.
+func checkFailover(t *testing.T, d *appsv1.Deployment, pdb *policyv1.PodDisruptionBudget) {
+	t.Helper()
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("manager replicas = %d, want 2", ptr.Deref(d.Spec.Replicas, 0))
+	}
+	// The arguments parse as the binary parses them (cmd/widgethub), and leave
+	// leader election on.
+	opts := app.DefaultOptions()
+	fs := flag.NewFlagSet("widgethub", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.BindFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	fs.String("kubeconfig", "", "")
+	c := d.Spec.Template.Spec.Containers[0]
+	if err := fs.Parse(append(slices.Clone(c.Command), c.Args...)); err != nil {
+		t.Errorf("manager arguments %q: %v", c.Args, err)
+	}
+	if !opts.LeaderElection {
+		t.Errorf("manager arguments %q turn leader election off", c.Args)
+	}
+	if opts.RegistrationNamespace != "widgethub-system" {
+		t.Errorf("registration namespace (and the Lease's) = %q, want widgethub-system", opts.RegistrationNamespace)
+	}
+
+	if pdb.Name == "" {
+		t.Fatal("no PodDisruptionBudget rendered")
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.String() != "1" || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PodDisruptionBudget minAvailable = %v, maxUnavailable = %v; want minAvailable 1", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || selector.Empty() || !selector.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("PodDisruptionBudget selector %v (err %v) does not select the manager's pods %v", pdb.Spec.Selector, err, d.Spec.Template.Labels)
 	}
 }

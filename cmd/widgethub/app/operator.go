@@ -62,6 +62,7 @@ func DefaultOptions() Options {
 		RegistrationNamespace:   kubeconfig.DefaultNamespace,
 		MetricsBindAddress:      ":8080",
 		HealthProbeBindAddress:  ":8081",
+		LeaderElection:          true,
 		MemberQPS:               clusters.DefaultQPS,
 		MemberBurst:             clusters.DefaultBurst,
 		MemberSyncTimeout:       kubeconfig.DefaultSyncTimeout,
@@ -83,7 +84,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		"Address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection,
-		"Elect one active manager through a Lease in the registration namespace.")
+		"Elect one active manager through a Lease in the registration namespace, so that replicas stand by and take over; false only when a single manager runs (in-process tests, the demo, the bench).")
 	fs.Float64Var(&o.MemberQPS, "member-qps", o.MemberQPS, "Queries per second to each member API server.")
 	fs.IntVar(&o.MemberBurst, "member-burst", o.MemberBurst, "Burst of queries to each member API server.")
 	fs.DurationVar(&o.MemberRequestTimeout, "member-request-timeout", o.MemberRequestTimeout,
@@ -106,8 +107,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Allow connections to members at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, ...).")
 }
 
-// Leader election and hub Events.
+// Leader election and hub Events (leader election records its "became leader"
+// Event through the core API, the rest through events.k8s.io).
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=widgethub-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=widgethub-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=widgethub-system,resources=events,verbs=create;patch
 
 // New builds the hub manager for the hub at cfg with every controller registered.
@@ -142,7 +145,11 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: opts.RegistrationNamespace,
-		GracefulShutdownTimeout: &shutdown,
+		// A stopping leader hands over at once instead of after the Lease
+		// expires: safe because the manager's process exits when Start returns
+		// (cmd/widgethub), after every reconcile has stopped.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &shutdown,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
