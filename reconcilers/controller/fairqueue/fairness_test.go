@@ -107,11 +107,7 @@ func TestMembersTakeTurns(t *testing.T) {
 		req("a", "2"), req("b", "2"),
 		req("a", "3"),
 	}
-	for _, w := range want {
-		expectGet(t, q, w)
-		q.Done(w)
-	}
-	expectEmpty(t, q)
+	expectServed(t, q, want...)
 }
 
 // A member that gets a ready request waits for one turn of each member that has

@@ -58,6 +58,17 @@ func expectGet(t *testing.T, q *Queue, want mcreconcile.Request) {
 	}
 }
 
+// expectServed hands out want in order, each done at once, and checks that
+// the queue is empty afterwards.
+func expectServed(t *testing.T, q *Queue, want ...mcreconcile.Request) {
+	t.Helper()
+	for _, w := range want {
+		expectGet(t, q, w)
+		q.Done(w)
+	}
+	expectEmpty(t, q)
+}
+
 func expectLen(t *testing.T, q *Queue, want int) {
 	t.Helper()
 	if got := q.Len(); got != want {
@@ -176,9 +187,7 @@ func TestDoneWithoutGetIsIgnored(t *testing.T) {
 	q.Add(a)
 	q.Done(a) // queued, not being processed
 	expectLen(t, q, 1)
-	expectGet(t, q, a)
-	q.Done(a)
-	expectEmpty(t, q)
+	expectServed(t, q, a)
 }
 
 func TestAddRateLimitedBacksOffUntilForget(t *testing.T) {
@@ -205,9 +214,7 @@ func TestAddRateLimitedBacksOffUntilForget(t *testing.T) {
 	}
 	q.AddRateLimited(a)
 	step(q, clk, time.Second)
-	expectGet(t, q, a)
-	q.Done(a)
-	expectEmpty(t, q)
+	expectServed(t, q, a)
 }
 
 func TestAddAfter(t *testing.T) {
@@ -271,11 +278,7 @@ func TestAddAfter(t *testing.T) {
 			q, clk := newTestQueue(t)
 			want := tt.run(q, clk)
 			expectLen(t, q, len(want))
-			for _, r := range want {
-				expectGet(t, q, r)
-				q.Done(r)
-			}
-			expectEmpty(t, q)
+			expectServed(t, q, want...)
 		})
 	}
 }
@@ -290,9 +293,7 @@ func TestAddAfterWhileProcessingWaitsForDone(t *testing.T) {
 	expectLen(t, q, 0) // due, but still being processed
 	q.Done(a)
 	expectLen(t, q, 1)
-	expectGet(t, q, a)
-	q.Done(a)
-	expectEmpty(t, q)
+	expectServed(t, q, a)
 }
 
 func TestShutDownReleasesBlockedGet(t *testing.T) {
