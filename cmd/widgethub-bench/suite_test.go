@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -25,42 +24,22 @@ import (
 var testFleet *fleet.Fleet
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	os.Exit(fleet.RunTests(m, fleet.Options{Members: []string{"flooded", "quiet"}, Scheme: clusters.NewScheme()}, startOperator))
 }
 
-func runSuite(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	f, err := fleet.Start(fleet.Options{Members: []string{"flooded", "quiet"}, Scheme: clusters.NewScheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
+// startOperator runs the real operator on the hub of f, the suite's fleet,
+// and returns a function that stops it.
+func startOperator(f *fleet.Fleet) (stop func() error, err error) {
 	testFleet = f
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}
 	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-
 	opts := app.DefaultOptions()
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
 	// The flood must build a backlog in the queue, whatever the machine's
 	// speed: the client, not the CPU, holds the flood's reconciles back.
 	opts.MemberQPS, opts.MemberBurst = 50, 50
-	stop, err := app.Start(context.Background(), f.Hub.Config, opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		code = 1
-	}
-	return code
+	return app.Start(context.Background(), f.Hub.Config, opts)
 }

@@ -191,3 +191,34 @@ func EnsureNamespace(ctx context.Context, c client.Client, name string) error {
 	}
 	return nil
 }
+
+// RunTests is a TestMain for a package whose tests share a fleet: it starts
+// the fleet of opts, hands it to setUp, runs the tests (m is the package's
+// *testing.M), calls the tearDown setUp returned, if any, and stops the fleet.
+// It prints errors to stderr and returns the exit code for os.Exit: 1 when
+// the fleet does not start, setUp or tearDown fail, else that of the tests.
+func RunTests(m interface{ Run() int }, opts Options, setUp func(*Fleet) (tearDown func() error, err error)) int {
+	f, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := f.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	tearDown, err := setUp(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if tearDown != nil {
+		if err := tearDown(); err != nil {
+			fmt.Fprintln(os.Stderr, "tear down:", err)
+			code = 1
+		}
+	}
+	return code
+}
