@@ -11,7 +11,8 @@
 //     Secret on the hub.
 //   - unjoin NAME revokes the registration's token (it deletes the Secret
 //     the token is bound to), deletes the registration Secret and, with
-//     --cleanup, what join created in the member (the CRD and the Widgets stay).
+//     --cleanup, what join created in the member (the CRD and the Widgets
+//     stay) once no other registration uses it (cleanup.go).
 //   - clusters lists the registrations with the hub's MemberCluster status
 //     and when each token expires.
 //   - widgets lists the Widgets of every member, reading each member through

@@ -21,6 +21,9 @@ const (
 	ExitExists = 5
 	// ExitNotFound: no registration of that name.
 	ExitNotFound = 6
+	// ExitConflict: objects join would install exist in the member and join
+	// did not create them (pass --adopt to take them over).
+	ExitConflict = 7
 )
 
 // exitError is an error with the exit code Run returns for it.

@@ -34,6 +34,7 @@ type joinOptions struct {
 	member       memberFlags
 	server, kind string
 	overwrite    bool
+	adopt        bool
 	tokenTTL     time.Duration
 }
 
@@ -57,6 +58,10 @@ func joinCommand(g *globals) *cobra.Command {
      token and the member's CA, labelled widgethub.io/kubeconfig=true;
   5. with --overwrite, then revokes the token of the registration it replaced.
 
+join takes over no ServiceAccount, ClusterRole, ClusterRoleBinding or
+admission policy of those names that it did not create (exit 7) unless
+--adopt is given.
+
 The hub's manager must reach the member at the kubeconfig's server address.
 For a kind member that address is 127.0.0.1 on your machine, which a pod on
 the hub cannot reach: pass --kind (https://CLUSTER-control-plane:6443, the
@@ -73,6 +78,7 @@ address inside kind's Docker network) or --server.`,
 	f.StringVar(&o.kind, "kind", "", "The member is a kind cluster: the hub reaches it at https://CLUSTER-control-plane:6443 (CLUSTER from a kind-CLUSTER context, else NAME).")
 	f.Lookup("kind").NoOptDefVal = kindFromContext
 	f.BoolVar(&o.overwrite, "overwrite", false, "Replace an existing registration of NAME.")
+	f.BoolVar(&o.adopt, "adopt", false, "Take over a ServiceAccount, ClusterRole, ClusterRoleBinding or admission policy of join's names that join did not create: join updates it and unjoin --cleanup deletes it.")
 	f.DurationVar(&o.tokenTTL, "token-ttl", DefaultTokenTTL, "Requested lifetime of the hub's token; join again with --overwrite to renew it.")
 	return cmd
 }
@@ -152,7 +158,30 @@ func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, err
 		return nil, withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",
 			name, o.registrationNamespace, name)
 	}
+	if err := o.checkOwnership(ctx, member); err != nil {
+		return nil, err
+	}
 	return &joining{name: name, hub: hub, member: member, server: o.memberServer(name, member), existing: existing}, nil
+}
+
+// checkOwnership refuses to take over objects of join's names that join did
+// not create, unless --adopt.
+func (o *joinOptions) checkOwnership(ctx context.Context, member *cluster) error {
+	unowned, err := unownedObjects(ctx, member.client)
+	if err != nil {
+		return fmt.Errorf("%s: %w", member.role, err)
+	}
+	if len(unowned) == 0 {
+		return nil
+	}
+	if !o.adopt {
+		return withCode(ExitConflict, "%s: %s already exist(s) and kubectl widgethub join did not create it (no label %s=%s): "+
+			"join would change it and unjoin --cleanup would delete it; delete or rename it, or pass --adopt to take it over",
+			member.role, strings.Join(unowned, ", "), managedByLabel, fieldManager)
+	}
+	fmt.Fprintf(o.stderr, "warning: %s: adopting %s: join labels and updates it, and unjoin --cleanup will delete it\n",
+		member.role, strings.Join(unowned, ", "))
+	return nil
 }
 
 // installInMember installs the Widget CRD, the namespace, the admission

@@ -75,10 +75,26 @@ func registration(t *testing.T, name string) *corev1.Secret {
 // registrationClient is a client of the member with the identity join minted.
 func registrationClient(t *testing.T, name string) (client.Client, string) {
 	t.Helper()
-	doc := registration(t, name).Data[kubeconfig.SecretKey]
+	return kubeconfigClient(t, registration(t, name).Data[kubeconfig.SecretKey])
+}
+
+// registrationClientIn is registrationClient for a registration in namespace of the hub.
+func registrationClientIn(t *testing.T, namespace, name string) client.Client {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := testFleet.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+		t.Fatalf("registration Secret %s/%s: %v", namespace, name, err)
+	}
+	c, _ := kubeconfigClient(t, s.Data[kubeconfig.SecretKey])
+	return c
+}
+
+// kubeconfigClient is a client for a registration kubeconfig, and its token.
+func kubeconfigClient(t *testing.T, doc []byte) (client.Client, string) {
+	t.Helper()
 	cfg, err := clusters.RESTConfig(doc, clusters.ConfigOptions{})
 	if err != nil {
-		t.Fatalf("registration kubeconfig of %s: %v", name, err)
+		t.Fatalf("registration kubeconfig: %v", err)
 	}
 	c, err := client.New(cfg.REST, client.Options{Scheme: clusters.NewScheme()})
 	if err != nil {
@@ -374,6 +390,7 @@ func TestCleanupKeepsWhatJoinDidNotMake(t *testing.T) {
 	alpha := testFleet.Member("alpha")
 	// A namespace that exists before join is the user's.
 	ensureNamespace(t, alpha, plugin.MemberNamespace)
+	t.Cleanup(func() { deleteNamespace(t, alpha, plugin.MemberNamespace) })
 	join(t, "alpha", "alpha")
 	unjoinCleanup(t, "alpha", "alpha")
 	mustRun(t, "unjoin", "alpha", "--cleanup", "--member-context", "alpha")
@@ -419,6 +436,16 @@ func ensureNamespace(t *testing.T, cp *fleet.ControlPlane, name string) {
 	if err := fleet.EnsureNamespace(context.Background(), cp.Client, name); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// deleteNamespace deletes a namespace and waits until it is gone.
+func deleteNamespace(t *testing.T, cp *fleet.ControlPlane, name string) {
+	t.Helper()
+	err := cp.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	waitNamespaceGone(t, cp, name)
 }
 
 // waitNamespaceGone finishes a namespace deletion, playing the namespace

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -206,50 +204,4 @@ func ensureNamespace(ctx context.Context, c client.Client) (created bool, err er
 		return false, fmt.Errorf("create namespace %s: %w", MemberNamespace, err)
 	}
 	return true, nil
-}
-
-// cleanupMember deletes what join created in the member, newest first, and
-// reports each object on out. Objects without the managedBy labels were not
-// made by join and stay.
-func cleanupMember(ctx context.Context, c client.Client, out io.Writer, member string) error {
-	objs, err := memberObjects()
-	if err != nil {
-		return err
-	}
-	slices.Reverse(objs)
-	objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MemberNamespace}})
-	var errs []error
-	for _, obj := range objs {
-		if err := deleteIfManaged(ctx, c, obj, out, member); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func deleteIfManaged(ctx context.Context, c client.Client, obj client.Object, out io.Writer, member string) error {
-	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
-	if err != nil {
-		return err
-	}
-	what := gvk.Kind + " " + obj.GetName()
-	if obj.GetNamespace() != "" {
-		what = gvk.Kind + " " + obj.GetNamespace() + "/" + obj.GetName()
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
-		fmt.Fprintf(out, "member %q: %s is already gone\n", member, what)
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("get %s: %w", what, err)
-	}
-	if obj.GetLabels()[managedByLabel] != fieldManager {
-		fmt.Fprintf(out, "member %q: kept %s: join did not create it\n", member, what)
-		return nil
-	}
-	err = c.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())})
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete %s: %w", what, err)
-	}
-	fmt.Fprintf(out, "member %q: deleted %s\n", member, what)
-	return nil
 }

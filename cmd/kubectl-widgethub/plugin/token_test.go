@@ -95,14 +95,24 @@ func TestOverwriteRevokesTheReplacedToken(t *testing.T) {
 	expectWorks(t, other, "the other registration's token")
 }
 
-func TestUnjoinRevokesTheToken(t *testing.T) {
+// TestTwoHubsShareAMember registers beta with two hubs (two registration
+// namespaces of the suite's hub are as good as two hubs: each registration
+// has its own token and token Secret). Removing one revokes its token only,
+// and its cleanup keeps what the other still needs.
+func TestTwoHubsShareAMember(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	beta := testFleet.Member("beta")
+	ensureNamespace(t, testFleet.Hub, "hub-two")
 	unjoinCleanup(t, "beta", "beta")
+	t.Cleanup(func() {
+		mustRun(t, "unjoin", "beta", "--registration-namespace", "hub-two", "--cleanup", "--member-context", "beta")
+	})
 	join(t, "beta", "beta")
-	c, _ := registrationClient(t, "beta")
+	join(t, "beta", "beta", "--registration-namespace", "hub-two")
+	one, _ := registrationClient(t, "beta")
 	bound := tokenSecret(t, beta, "beta")
+	two := registrationClientIn(t, "hub-two", "beta")
 
 	// Without --cleanup the registration and its token go; what join
 	// installed stays.
@@ -116,28 +126,56 @@ func TestUnjoinRevokesTheToken(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("registration after unjoin: err = %v, want NotFound", err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: plugin.MemberNamespace, Name: plugin.MemberServiceAccount}}
-	if err := beta.Client.Get(ctx, client.ObjectKeyFromObject(sa), sa); err != nil {
-		t.Errorf("the ServiceAccount after unjoin without --cleanup: %v", err)
+	expectRevoked(t, one, "the token of a removed registration")
+	expectWorks(t, two, "the other hub's token after the first hub's unjoin")
+
+	// The first hub's cleanup keeps what the second hub uses.
+	r = mustRun(t, "unjoin", "beta", "--cleanup", "--member-context", "beta")
+	if want := "other registrations still hold tokens bound to Secrets in " + plugin.MemberNamespace; !strings.Contains(r.stdout, want) ||
+		!strings.Contains(r.stdout, "of registration hub-two/beta") {
+		t.Errorf("unjoin --cleanup does not say it kept what hub-two/beta uses:\n%s", r.stdout)
 	}
-	expectRevoked(t, c, "the token of a removed registration")
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: plugin.MemberNamespace, Name: plugin.MemberServiceAccount}}
+	if err := beta.Client.Get(ctx, client.ObjectKeyFromObject(sa), sa); err != nil || sa.DeletionTimestamp != nil {
+		t.Errorf("the shared ServiceAccount after the first hub's unjoin --cleanup: err = %v", err)
+	}
+	expectWorks(t, two, "the other hub's token after the first hub's unjoin --cleanup")
+
+	// The last one's cleanup removes everything.
+	mustRun(t, "unjoin", "beta", "--registration-namespace", "hub-two", "--cleanup", "--member-context", "beta")
+	if err := beta.Client.Get(ctx, client.ObjectKeyFromObject(sa), sa); !apierrors.IsNotFound(err) {
+		t.Errorf("the ServiceAccount after the last unjoin --cleanup: err = %v, want NotFound", err)
+	}
+	expectRevoked(t, two, "the last registration's token after unjoin --cleanup")
 }
 
 func TestUnjoinKeepTokenLeavesTheMemberAlone(t *testing.T) {
+	ctx := context.Background()
 	beta := testFleet.Member("beta")
 	unjoinCleanup(t, "beta", "beta")
 	joined := join(t, "beta", "beta")
 	c, _ := registrationClient(t, "beta")
-	bound := tokenSecret(t, beta, "beta")
+	bound := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: plugin.MemberNamespace, Name: tokenSecret(t, beta, "beta")}}
 
 	r := mustRun(t, "unjoin", "beta", "--keep-token")
 	if want := "stays valid in the member until it expires (" + mintedUntil(t, joined) + ")"; !strings.Contains(r.stdout, want) {
 		t.Errorf("unjoin --keep-token output lacks %q:\n%s", want, r.stdout)
 	}
-	if err := beta.Client.Get(context.Background(), client.ObjectKey{Namespace: plugin.MemberNamespace, Name: bound}, &corev1.Secret{}); err != nil {
+	if err := beta.Client.Get(ctx, client.ObjectKeyFromObject(bound), bound); err != nil {
 		t.Errorf("the token Secret after unjoin --keep-token: %v", err)
 	}
 	expectWorks(t, c, "the token after unjoin --keep-token")
+
+	// The kept token holds what it needs in place: cleanup keeps it ...
+	r = mustRun(t, "unjoin", "beta", "--cleanup", "--member-context", "beta")
+	if !strings.Contains(r.stdout, bound.Name+" of registration widgethub-system/beta") {
+		t.Errorf("unjoin --cleanup does not name the kept token's Secret:\n%s", r.stdout)
+	}
+	expectWorks(t, c, "the kept token after unjoin --cleanup")
+	// ... until its Secret is deleted by hand, as the message says.
+	if err := beta.Client.Delete(ctx, bound); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRevocationDeletesOnlyTokenSecrets points a registration's annotation

@@ -33,8 +33,10 @@ the hub stops watching the member.
 
 With --cleanup it also deletes what join created in the member: the
 ClusterRoleBinding, the ClusterRole, the ServiceAccount, the admission policy
-and the namespace widgethub-system if join created it. The Widget CRD stays,
-and with it the member's Widgets.
+and the namespace widgethub-system if join created it. It keeps them while
+another registration's token Secret is left (another hub uses them), and it
+keeps the namespace while it holds objects join did not create. The Widget
+CRD stays, and with it the member's Widgets.
 
 --keep-token removes the registration without reaching the member, for a
 member that is gone: the token stays valid until it expires.`,
@@ -93,7 +95,7 @@ func (o *unjoinOptions) run(ctx context.Context, name string) error {
 	if !o.cleanup {
 		return nil
 	}
-	if err := cleanupMember(ctx, member.client, o.stdout, name); err != nil {
+	if err := cleanupMember(ctx, member, o.stdout); err != nil {
 		return fmt.Errorf("%s: %w", member.role, err)
 	}
 	fmt.Fprintf(o.stdout, "%s: kept the Widget CRD %s and its Widgets (kubectl delete crd %s removes both)\n", member.role, WidgetCRDName, WidgetCRDName)

@@ -1,0 +1,205 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/widgethub/widgethub/clusters"
+)
+
+// What join made is shared by every registration of the member (another
+// hub's, or the same hub's under another name): one ServiceAccount, one
+// ClusterRole and binding, one admission policy, one namespace. Only the
+// token Secrets are per registration. So join takes over nothing it did not
+// create (unless --adopt), and unjoin --cleanup deletes the shared objects
+// only when no registration's token Secret is left, and the namespace only
+// when it holds nothing join did not create.
+
+// unownedObjects describes the objects join would apply that exist in the
+// member without join's label: someone else made them.
+func unownedObjects(ctx context.Context, c client.Client) ([]string, error) {
+	objs, err := memberObjects()
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	for _, obj := range objs {
+		what := describe(c, obj)
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get %s: %w", what, err)
+		case obj.GetLabels()[managedByLabel] != fieldManager:
+			found = append(found, what)
+		}
+	}
+	return found, nil
+}
+
+// cleanupMember deletes what join created in the member, newest first, and
+// says on out what it did and what it kept.
+func cleanupMember(ctx context.Context, m *cluster, out io.Writer) error {
+	others, err := tokenSecrets(ctx, m.client)
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(out, "%s: kept the ServiceAccount, ClusterRole, ClusterRoleBinding, admission policy and namespace: "+
+			"other registrations still hold tokens bound to Secrets in %s (%s); unjoin them first, "+
+			"or delete those Secrets to revoke their tokens\n",
+			m.role, MemberNamespace, strings.Join(others, ", "))
+		return nil
+	}
+	objs, err := memberObjects()
+	if err != nil {
+		return err
+	}
+	slices.Reverse(objs)
+	var errs []error
+	for _, obj := range objs {
+		if err := deleteIfManaged(ctx, m, obj, out); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return deleteNamespaceIfOurs(ctx, m, out)
+}
+
+// tokenSecrets describes the token Secrets left in the member namespace,
+// with the registrations that hold their tokens.
+func tokenSecrets(ctx context.Context, c client.Client) ([]string, error) {
+	var list corev1.SecretList
+	err := c.List(ctx, &list, client.InNamespace(MemberNamespace), client.MatchingLabels{TokenSecretLabel: "true", managedByLabel: fieldManager})
+	if err != nil {
+		return nil, fmt.Errorf("list token Secrets in %s: %w", MemberNamespace, err)
+	}
+	var out []string
+	for _, s := range list.Items {
+		out = append(out, fmt.Sprintf("%s of registration %s", s.Name, s.Annotations[registrationAnnotation]))
+	}
+	return out, nil
+}
+
+func deleteIfManaged(ctx context.Context, m *cluster, obj client.Object, out io.Writer) error {
+	what := describe(m.client, obj)
+	if err := m.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		fmt.Fprintf(out, "%s: %s is already gone\n", m.role, what)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("get %s: %w", what, err)
+	}
+	if obj.GetLabels()[managedByLabel] != fieldManager {
+		fmt.Fprintf(out, "%s: kept %s: join did not create it\n", m.role, what)
+		return nil
+	}
+	err := m.client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())})
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %s: %w", what, err)
+	}
+	fmt.Fprintf(out, "%s: deleted %s\n", m.role, what)
+	return nil
+}
+
+// deleteNamespaceIfOurs deletes the member namespace if join created it and
+// it holds nothing join did not create.
+func deleteNamespaceIfOurs(ctx context.Context, m *cluster, out io.Writer) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MemberNamespace}}
+	err := m.client.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(out, "%s: Namespace %s is already gone\n", m.role, MemberNamespace)
+		return nil
+	case err != nil:
+		return fmt.Errorf("get Namespace %s: %w", MemberNamespace, err)
+	case ns.Labels[managedByLabel] != fieldManager:
+		fmt.Fprintf(out, "%s: kept Namespace %s: join did not create it\n", m.role, MemberNamespace)
+		return nil
+	}
+	foreign, err := foreignObjects(ctx, m, MemberNamespace)
+	if err != nil {
+		fmt.Fprintf(out, "%s: kept Namespace %s: cannot tell whether it holds objects join did not create: %s\n",
+			m.role, MemberNamespace, clusters.FirstLine(err))
+		return nil
+	}
+	if len(foreign) > 0 {
+		fmt.Fprintf(out, "%s: kept Namespace %s: it holds objects join did not create: %s\n", m.role, MemberNamespace, strings.Join(foreign, ", "))
+		return nil
+	}
+	err = m.client.Delete(ctx, ns, client.Preconditions{UID: ptr.To(ns.UID)})
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Namespace %s: %w", MemberNamespace, err)
+	}
+	fmt.Fprintf(out, "%s: deleted Namespace %s\n", m.role, MemberNamespace)
+	return nil
+}
+
+// foreignObjects lists every kind of object the member serves in namespace
+// and describes those join did not create, but for what Kubernetes puts in
+// every namespace. An error means it cannot tell.
+func foreignObjects(ctx context.Context, m *cluster, namespace string) ([]string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(m.config)
+	if err != nil {
+		return nil, err
+	}
+	lists, err := discovery.ServerPreferredNamespacedResources(dc)
+	if err != nil {
+		return nil, fmt.Errorf("discover the namespaced resources: %w", err)
+	}
+	var found []string
+	for _, list := range lists {
+		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range list.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || r.Kind == "Event" {
+				continue
+			}
+			items := &metav1.PartialObjectMetadataList{}
+			items.SetGroupVersionKind(gv.WithKind(r.Kind + "List"))
+			if err := m.client.List(ctx, items, client.InNamespace(namespace)); err != nil {
+				return nil, fmt.Errorf("list %s: %w", schema.GroupResource{Group: gv.Group, Resource: r.Name}, err)
+			}
+			for _, it := range items.Items {
+				if it.Labels[managedByLabel] != fieldManager && !inEveryNamespace(gv.Group, r.Kind, it.Name) {
+					found = append(found, r.Kind+" "+it.Name)
+				}
+			}
+		}
+	}
+	return found, nil
+}
+
+// inEveryNamespace reports whether Kubernetes' controllers put the object in
+// every namespace.
+func inEveryNamespace(group, kind, name string) bool {
+	return group == "" && (kind == "ServiceAccount" && name == "default" || kind == "ConfigMap" && name == "kube-root-ca.crt")
+}
+
+// describe names obj for messages: "Kind name" or "Kind namespace/name".
+func describe(c client.Client, obj client.Object) string {
+	kind := fmt.Sprintf("%T", obj)
+	if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
+		kind = gvk.Kind
+	}
+	if obj.GetNamespace() != "" {
+		return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
+	}
+	return kind + " " + obj.GetName()
+}
