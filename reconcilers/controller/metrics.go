@@ -10,30 +10,29 @@ import (
 // it builds but keeps its provider internal; the shared fair queue reports the
 // same measurements under widgethub_workqueue_*, labelled by queue name.
 var (
-	queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "widgethub_workqueue_depth", Help: "Requests waiting in the shared queue.",
-	}, []string{"name"})
-	queueAdds = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "widgethub_workqueue_adds_total", Help: "Requests added to the shared queue.",
-	}, []string{"name"})
-	queueLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "widgethub_workqueue_queue_duration_seconds", Help: "Time a request waits in the shared queue.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-	}, []string{"name"})
-	queueWork = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "widgethub_workqueue_work_duration_seconds", Help: "Time a request takes to reconcile.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-	}, []string{"name"})
-	queueUnfinished = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "widgethub_workqueue_unfinished_work_seconds", Help: "Seconds of work in progress not yet observed by work_duration.",
-	}, []string{"name"})
-	queueLongest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "widgethub_workqueue_longest_running_processor_seconds", Help: "How long the longest running reconcile has run.",
-	}, []string{"name"})
-	queueRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "widgethub_workqueue_retries_total", Help: "Rate-limited requeues of the shared queue.",
-	}, []string{"name"})
+	queueDepth      = gaugeVec("widgethub_workqueue_depth", "Requests waiting in the shared queue.")
+	queueAdds       = counterVec("widgethub_workqueue_adds_total", "Requests added to the shared queue.")
+	queueLatency    = histogramVec("widgethub_workqueue_queue_duration_seconds", "Time a request waits in the shared queue.")
+	queueWork       = histogramVec("widgethub_workqueue_work_duration_seconds", "Time a request takes to reconcile.")
+	queueUnfinished = gaugeVec("widgethub_workqueue_unfinished_work_seconds", "Seconds of work in progress not yet observed by work_duration.")
+	queueLongest    = gaugeVec("widgethub_workqueue_longest_running_processor_seconds", "How long the longest running reconcile has run.")
+	queueRetries    = counterVec("widgethub_workqueue_retries_total", "Rate-limited requeues of the shared queue.")
 )
+
+// gaugeVec, counterVec and histogramVec build the shared queue's metrics,
+// labelled by queue name; histograms have buckets from 1 ms to about 4.4 min.
+func gaugeVec(name, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"name"})
+}
+
+func counterVec(name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"name"})
+}
+
+func histogramVec(name, help string) *prometheus.HistogramVec {
+	opts := prometheus.HistogramOpts{Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}
+	return prometheus.NewHistogramVec(opts, []string{"name"})
+}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries)
