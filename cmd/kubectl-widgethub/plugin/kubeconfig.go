@@ -72,6 +72,9 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	}
 	cfg.Timeout = timeout
 	cfg.UserAgent = userAgent
+	// kubectl's own limits: client-go's 5 QPS would make unjoin --cleanup's
+	// look through every kind in the namespace take seconds.
+	cfg.QPS, cfg.Burst = 50, 300
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("%s: client for context %q: %w", t.role, name, err)

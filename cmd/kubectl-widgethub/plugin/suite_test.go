@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,9 +76,10 @@ func run(t *testing.T, args ...string) result {
 	var stdout, stderr bytes.Buffer
 	// Later flags win: a test's own --kubeconfig or --context replaces these.
 	args = append([]string{"--kubeconfig", kubeconfigs.All, "--context", "hub"}, args...)
+	start := time.Now()
 	code := plugin.Run(context.Background(), args, &stdout, &stderr)
 	r := result{stdout: stdout.String(), stderr: stderr.String(), code: code}
-	t.Logf("kubectl widgethub %s\n%s", strings.Join(args, " "), r)
+	t.Logf("kubectl widgethub %s (%s)\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), r)
 	return r
 }
 
