@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -41,6 +42,9 @@ func unownedObjects(ctx context.Context, c client.Client) ([]string, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		switch {
 		case apierrors.IsNotFound(err):
+		case meta.IsNoMatchError(err):
+			return nil, fmt.Errorf("the member does not serve %s (ValidatingAdmissionPolicy is GA in Kubernetes 1.30): join needs it to fence the hub's identity: %w",
+				what, err)
 		case err != nil:
 			return nil, fmt.Errorf("get %s: %w", what, err)
 		case obj.GetLabels()[managedByLabel] != fieldManager:

@@ -105,7 +105,11 @@ func (o *joinOptions) run(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	return o.revokeReplaced(ctx, j)
+	if err := o.revokeReplaced(ctx, j); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.stdout, "Check it with: kubectl widgethub clusters\n")
+	return nil
 }
 
 // validate checks the flags before any cluster is contacted.
@@ -259,7 +263,6 @@ func (o *joinOptions) registerOnHub(ctx context.Context, j *joining, token strin
 // revokeReplaced revokes the token of the registration join replaced, once
 // the new one is in place.
 func (o *joinOptions) revokeReplaced(ctx context.Context, j *joining) error {
-	defer fmt.Fprintf(o.stdout, "Check it with: kubectl widgethub clusters\n")
 	if j.existing == nil {
 		return nil
 	}
