@@ -164,6 +164,34 @@ func expectReconcilesPromptly(t *testing.T, name string, replicas int32) time.Du
 	return time.Since(start)
 }
 
+// refusedRegistration is the data of a registration Secret the hub must
+// refuse, with the reason and the words of the Ready condition it reports.
+type refusedRegistration struct {
+	name, reason string
+	data         map[string][]byte
+	words        []string
+}
+
+// expectRefusedWhileServing registers each of regs as the Secret
+// prefix-name, checks that a healthy member's change is reconciled promptly
+// meanwhile (while says what the registrations go through), then, in a
+// subtest per registration, waits until its MemberCluster reports the
+// refusal and runs check with the Secret's name.
+func expectRefusedWhileServing(t *testing.T, prefix, while string, regs []refusedRegistration, check func(t *testing.T, secret string, mc *v1alpha1.MemberCluster)) {
+	t.Helper()
+	for _, r := range regs {
+		registerData(t, prefix+"-"+r.name, r.data)
+	}
+	took := expectReconcilesPromptly(t, "unbothered-by-"+prefix, 2)
+	t.Logf("healthy member reconciled a change in %s while %s", took, while)
+	for _, r := range regs {
+		t.Run(r.name, func(t *testing.T) {
+			mc := expectMemberReady(t, prefix+"-"+r.name, metav1.ConditionFalse, r.reason, r.words...)
+			check(t, prefix+"-"+r.name, mc)
+		})
+	}
+}
+
 func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
 
@@ -188,11 +216,7 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 	}()
 	unprivileged := serviceAccountToken(t, alpha, "no-rights", "")
 
-	cases := []struct {
-		name, reason string
-		data         map[string][]byte
-		words        []string
-	}{
+	cases := []refusedRegistration{
 		{"garbage", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"kubeconfig": []byte("this is not a kubeconfig: [")}, []string{"kubeconfig"}},
 		{"no-key", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"config": alpha.Kubeconfig}, []string{`"kubeconfig" data key`}},
 		{"refused", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
@@ -209,16 +233,8 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 				u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/true", APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
 			})}, []string{"exec"}},
 	}
-	for _, tc := range cases {
-		registerData(t, "fault-"+tc.name, tc.data)
-	}
-	// A healthy member goes on reconciling while all of them are being tried.
-	took := expectReconcilesPromptly(t, "unbothered", 2)
-	t.Logf("healthy member reconciled a change in %s while faulty registrations were tried", took)
-
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			mc := expectMemberReady(t, "fault-"+tc.name, metav1.ConditionFalse, tc.reason, tc.words...)
+	expectRefusedWhileServing(t, "fault", "faulty registrations were tried", cases,
+		func(t *testing.T, secret string, mc *v1alpha1.MemberCluster) {
 			if leaked := credentials.foundIn(readyConditionOf(mc).Message); len(leaked) > 0 {
 				t.Fatalf("the status message reveals a credential: %s", readyConditionOf(mc).Message)
 			}
@@ -226,10 +242,9 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 			owner := metav1.GetControllerOf(mc)
 			g.Expect(owner).NotTo(BeNil())
 			g.Expect(owner.Kind).To(Equal("Secret"))
-			g.Expect(owner.Name).To(Equal("fault-" + tc.name))
+			g.Expect(owner.Name).To(Equal(secret))
 		})
-	}
-	took = expectReconcilesPromptly(t, "unbothered", 3)
+	took := expectReconcilesPromptly(t, "unbothered-by-fault", 3)
 	t.Logf("healthy member reconciled a change in %s after the faults settled", took)
 
 	// The Secret carries an Event for the transition.
@@ -252,8 +267,7 @@ func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
 	t.Logf("engaged %s after the CRD appeared", time.Since(start).Round(time.Millisecond))
 	g.Expect(mc.Status.KubernetesVersion).To(Equal("v1.36.3"))
 
-	key := types.NamespacedName{Namespace: "shop", Name: "late"}
-	createWidget(t, bare, key.Namespace, key.Name, 1)
+	key := createShopWidget(t, bare, "late", 1)
 	g.Eventually(func(g Gomega) { deployment(g, bare, key) }, eventually, poll).Should(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(memberCluster(g, "bare").Status.Widgets).To(Equal(int32(1))) }, eventually, poll).Should(Succeed())
 }
@@ -269,8 +283,7 @@ func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 	registerData(t, "flaky", map[string][]byte{"kubeconfig": editKubeconfig(t, gamma.Kubeconfig,
 		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() })})
 	expectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	key := types.NamespacedName{Namespace: "shop", Name: "outage"}
-	createWidget(t, gamma, key.Namespace, key.Name, 1)
+	key := createShopWidget(t, gamma, "outage", 1)
 	g.Eventually(func(g Gomega) { deployment(g, gamma, key) }, eventually, poll).Should(Succeed())
 
 	down := time.Now()
@@ -309,8 +322,7 @@ func TestRotatedTokenLosesNoChange(t *testing.T) {
 	first := serviceAccountToken(t, gamma, "widgethub", "widgethub-member")
 	registerData(t, "rotating", map[string][]byte{"kubeconfig": tokenKubeconfig(t, gamma, first)})
 	expectMemberReady(t, "rotating", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	key := types.NamespacedName{Namespace: "shop", Name: "rotor"}
-	createWidget(t, gamma, key.Namespace, key.Name, 1)
+	key := createShopWidget(t, gamma, "rotor", 1)
 	g.Eventually(func(g Gomega) { deployment(g, gamma, key) }, eventually, poll).Should(Succeed())
 
 	// Rotate the token and change the Widget at the same moment.

@@ -61,6 +61,13 @@ func ensureNamespace(t *testing.T, cp *fleet.ControlPlane, name string) {
 	}
 }
 
+// createShopWidget creates the Widget shop/name in cp with replicas and returns its key.
+func createShopWidget(t *testing.T, cp *fleet.ControlPlane, name string, replicas int32) types.NamespacedName {
+	t.Helper()
+	createWidget(t, cp, "shop", name, replicas)
+	return types.NamespacedName{Namespace: "shop", Name: name}
+}
+
 func createWidget(t *testing.T, cp *fleet.ControlPlane, ns, name string, replicas int32) *v1alpha1.Widget {
 	t.Helper()
 	ensureNamespace(t, cp, ns)
@@ -103,14 +110,31 @@ func readyCondition(w *v1alpha1.Widget) *metav1.Condition {
 	return meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WidgetReady)
 }
 
+// expectWidgetStatus waits until the Widget key of cp reports available
+// replicas and a Ready condition of status, with reason and message unless
+// they are empty.
+func expectWidgetStatus(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, available int32, status metav1.ConditionStatus, reason, message string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		w := widget(g, cp, key)
+		g.Expect(w.Status.AvailableReplicas).To(Equal(available))
+		g.Expect(readyCondition(w).Status).To(Equal(status))
+		if reason != "" {
+			g.Expect(readyCondition(w).Reason).To(Equal(reason))
+		}
+		if message != "" {
+			g.Expect(readyCondition(w).Message).To(Equal(message))
+		}
+	}, eventually, poll).Should(Succeed())
+}
+
 func TestRegisteredMembersGetDeploymentsIndependently(t *testing.T) {
 	g := NewWithT(t)
 	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
 	register(t, "alpha", alpha)
 	register(t, "beta", beta)
 
-	key := types.NamespacedName{Namespace: "shop", Name: "cart"}
-	createWidget(t, alpha, key.Namespace, key.Name, 2)
+	key := createShopWidget(t, alpha, "cart", 2)
 	createWidget(t, beta, key.Namespace, key.Name, 3)
 
 	for _, c := range []struct {
@@ -145,12 +169,7 @@ func TestRegisteredMembersGetDeploymentsIndependently(t *testing.T) {
 
 	// Only alpha's Deployment becomes available: only alpha's Widget turns Ready.
 	setAvailable(t, alpha, key, 2)
-	g.Eventually(func(g Gomega) {
-		w := widget(g, alpha, key)
-		g.Expect(w.Status.AvailableReplicas).To(Equal(int32(2)))
-		g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(readyCondition(w).Reason).To(Equal(v1alpha1.WidgetAvailableReason))
-	}, eventually, poll).Should(Succeed())
+	expectWidgetStatus(t, alpha, key, 2, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason, "")
 	w := widget(g, beta, key)
 	g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionFalse))
 }
@@ -159,8 +178,7 @@ func TestWidgetFollowsSpecAndDeployment(t *testing.T) {
 	g := NewWithT(t)
 	alpha := testFleet.Member("alpha")
 	register(t, "alpha", alpha)
-	key := types.NamespacedName{Namespace: "shop", Name: "scaler"}
-	createWidget(t, alpha, key.Namespace, key.Name, 1)
+	key := createShopWidget(t, alpha, "scaler", 1)
 	var firstUID types.UID
 	g.Eventually(func(g Gomega) {
 		firstUID = deployment(g, alpha, key).UID
@@ -186,18 +204,9 @@ func TestWidgetFollowsSpecAndDeployment(t *testing.T) {
 
 	// Deployment status drives the Widget's status, both ways.
 	setAvailable(t, alpha, key, 4)
-	g.Eventually(func(g Gomega) {
-		w := widget(g, alpha, key)
-		g.Expect(w.Status.AvailableReplicas).To(Equal(int32(4)))
-		g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionTrue))
-	}, eventually, poll).Should(Succeed())
+	expectWidgetStatus(t, alpha, key, 4, metav1.ConditionTrue, "", "")
 	setAvailable(t, alpha, key, 3)
-	g.Eventually(func(g Gomega) {
-		w := widget(g, alpha, key)
-		g.Expect(w.Status.AvailableReplicas).To(Equal(int32(3)))
-		g.Expect(readyCondition(w).Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(readyCondition(w).Message).To(Equal("3/4 replicas available"))
-	}, eventually, poll).Should(Succeed())
+	expectWidgetStatus(t, alpha, key, 3, metav1.ConditionFalse, "", "3/4 replicas available")
 }
 
 // counterSum adds up the counter family's series whose label has value.
@@ -240,8 +249,7 @@ func TestUnchangedWidgetWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	beta := testFleet.Member("beta")
 	register(t, "beta", beta)
-	key := types.NamespacedName{Namespace: "shop", Name: "steady"}
-	createWidget(t, beta, key.Namespace, key.Name, 1)
+	key := createShopWidget(t, beta, "steady", 1)
 	g.Eventually(func(g Gomega) { deployment(g, beta, key) }, eventually, poll).Should(Succeed())
 	setAvailable(t, beta, key, 1)
 	g.Eventually(func(g Gomega) {
@@ -280,8 +288,7 @@ func TestChangedKubeconfigMovesTheEngagement(t *testing.T) {
 	g := NewWithT(t)
 	alpha, gamma := testFleet.Member("alpha"), testFleet.Member("gamma")
 	register(t, "alpha", alpha)
-	moved := types.NamespacedName{Namespace: "shop", Name: "moved"}
-	createWidget(t, gamma, moved.Namespace, moved.Name, 1)
+	moved := createShopWidget(t, gamma, "moved", 1)
 	g.Consistently(func() bool {
 		return apierrors.IsNotFound(gamma.Client.Get(context.Background(), moved, &appsv1.Deployment{}))
 	}, quietFor, poll).Should(BeTrue(), "gamma is not registered yet")
@@ -291,8 +298,7 @@ func TestChangedKubeconfigMovesTheEngagement(t *testing.T) {
 	g.Eventually(func(g Gomega) { deployment(g, gamma, moved) }, eventually, poll).Should(Succeed())
 
 	// alpha's API server is no longer served under that name.
-	left := types.NamespacedName{Namespace: "shop", Name: "left-behind"}
-	createWidget(t, alpha, left.Namespace, left.Name, 1)
+	left := createShopWidget(t, alpha, "left-behind", 1)
 	g.Consistently(func() bool {
 		return apierrors.IsNotFound(alpha.Client.Get(context.Background(), left, &appsv1.Deployment{}))
 	}, quietFor, poll).Should(BeTrue())
@@ -309,8 +315,7 @@ func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 	before := takeGoroutineSnapshot()
 
 	register(t, "temporary", gamma)
-	key := types.NamespacedName{Namespace: "shop", Name: "ephemeral"}
-	createWidget(t, gamma, key.Namespace, key.Name, 1)
+	key := createShopWidget(t, gamma, "ephemeral", 1)
 	g.Eventually(func(g Gomega) {
 		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To(int32(1))))
 	}, eventually, poll).Should(Succeed())

@@ -36,40 +36,27 @@ func TestMain(m *testing.M) {
 	logger := zap.New(zap.WriteTo(io.MultiWriter(os.Stderr, &logs)), zap.UseDevMode(true))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
-	f, err := fleet.Start(fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: clusters.NewScheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	opts := fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: clusters.NewScheme()}
+	code := fleet.RunTests(m, opts, setUpSuite)
+	if leaked := credentials.foundIn(logs.String()); len(leaked) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the logs contain %d credentials handed to the operator (e.g. one starting %.6q)\n", len(leaked), leaked[0])
+		code = 1
 	}
+	os.Exit(code)
+}
+
+// setUpSuite makes f the suite's fleet, creates the registration namespace on
+// its hub and starts the manager; it returns a function that stops the manager.
+func setUpSuite(f *fleet.Fleet) (tearDown func() error, err error) {
 	testFleet = f
 	for _, member := range f.Members {
 		credentials.addKubeconfig(member.Kubeconfig)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}
 	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = f.Stop()
-		os.Exit(1)
+		return nil, err
 	}
-	stopManager, err := startManager()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = f.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := stopManager(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop manager:", err)
-		code = 1
-	}
-	if err := f.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	if leaked := credentials.foundIn(logs.String()); len(leaked) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: the logs contain %d credentials handed to the operator (e.g. one starting %.6q)\n", len(leaked), leaked[0])
-		code = 1
-	}
-	os.Exit(code)
+	return startManager()
 }
 
 // startManager runs the real hub manager against the suite's hub and returns

@@ -21,6 +21,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/fleet"
 )
 
 // recorder is a server that counts every connection and request it gets: a
@@ -65,86 +66,22 @@ func TestUnsafeRegistrationsSendNothing(t *testing.T) {
 	alpha := testFleet.Member("alpha")
 	member := newRecorder(t, true)
 	proxy := newRecorder(t, false)
+	files := writeHubFiles(t, alpha, member)
+	paths := files.paths()
 
-	// Files of "the hub": a service account token, and alpha's admin client
-	// certificate and key. Were they read, they would be presented to member.
-	dir := t.TempDir()
-	secretToken := "hub-token-" + randomHex(t)
-	credentials.add(secretToken)
-	var alphaUser clientcmdapi.AuthInfo
-	editKubeconfig(t, alpha.Kubeconfig, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { alphaUser = *u })
-	tokenPath := writeFile(t, dir, "token", []byte(secretToken))
-	certPath := writeFile(t, dir, "tls.crt", alphaUser.ClientCertificateData)
-	keyPath := writeFile(t, dir, "tls.key", alphaUser.ClientKeyData)
-	caPath := writeFile(t, dir, "ca.crt", member.caPEM())
-	paths := []string{tokenPath, certPath, keyPath, caPath, dir}
-
-	// pointed is a kubeconfig for the recording member with a harmless token,
-	// changed by edit.
-	pointed := func(edit func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo)) map[string][]byte {
-		return map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig, func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
-			c.Server, c.CertificateAuthorityData = member.URL, member.caPEM()
-			*u = clientcmdapi.AuthInfo{Token: "harmless-" + randomHex(t)}
-			edit(c, u)
-		})}
-	}
-	cases := []struct {
-		name, reason, field string
-		data                map[string][]byte
-	}{
-		{"token-file", v1alpha1.MemberUnsafeKubeconfigReason, "tokenFile", pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
-			u.Token, u.TokenFile = "", tokenPath
-		})},
-		{"client-cert-files", v1alpha1.MemberUnsafeKubeconfigReason, "client-certificate", pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
-			u.Token, u.ClientCertificate, u.ClientKey = "", certPath, keyPath
-		})},
-		{"client-key-file", v1alpha1.MemberUnsafeKubeconfigReason, "client-key", pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
-			u.ClientCertificateData, u.ClientKey = alphaUser.ClientCertificateData, keyPath
-		})},
-		{"ca-file", v1alpha1.MemberUnsafeKubeconfigReason, "certificate-authority", pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
-			c.CertificateAuthorityData, c.CertificateAuthority = nil, caPath
-		})},
-		{"proxy-url", v1alpha1.MemberUnsafeKubeconfigReason, "proxy-url", pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
-			c.ProxyURL = proxy.URL
-		})},
-		{"skip-tls-verify", v1alpha1.MemberUnsafeKubeconfigReason, "insecure-skip-tls-verify", pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
-			c.CertificateAuthorityData, c.InsecureSkipTLSVerify = nil, true
-		})},
-		{"impersonation", v1alpha1.MemberUnsafeKubeconfigReason, "impersonation", pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
-			u.Impersonate = "system:admin"
-		})},
-		{"plain-http", v1alpha1.MemberUnsafeKubeconfigReason, "http://", pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
-			c.Server = strings.Replace(member.URL, "https://", "http://", 1)
-		})},
-		{"link-local", v1alpha1.MemberUnsafeKubeconfigReason, "link-local", pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
-			c.Server = "https://169.254.169.254:443"
-		})},
-		{"oversized", v1alpha1.MemberInvalidKubeconfigReason, "more than the 262144 allowed", map[string][]byte{
-			"kubeconfig": append(pointed(func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo) {})["kubeconfig"],
-				"\n#"+strings.Repeat("x", clusters.MaxKubeconfigBytes)...),
-		}},
-	}
 	start := time.Now()
-	for _, tc := range cases {
-		registerData(t, "unsafe-"+tc.name, tc.data)
-	}
-	took := expectReconcilesPromptly(t, "unbothered-by-unsafe", 2)
-	t.Logf("healthy member reconciled a change in %s while unsafe registrations were refused", took)
-
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			mc := expectMemberReady(t, "unsafe-"+tc.name, metav1.ConditionFalse, tc.reason, tc.field)
+	expectRefusedWhileServing(t, "unsafe", "unsafe registrations were refused", unsafeRegistrations(t, alpha, member, proxy, files),
+		func(t *testing.T, secret string, mc *v1alpha1.MemberCluster) {
 			message := readyConditionOf(mc).Message
 			expectNoneOf(t, "status message", message, paths)
 			NewWithT(t).Eventually(func(g Gomega) {
-				events := secretEvents(g, "unsafe-"+tc.name)
+				events := secretEvents(g, secret)
 				g.Expect(events).NotTo(BeEmpty())
 				for _, e := range events {
 					expectNoneOf(t, "Event", e.Message, paths)
 				}
 			}, eventually, poll).Should(Succeed())
 		})
-	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("the refusals took %s; they need no request and should be reported within seconds", took)
 	}
@@ -157,6 +94,79 @@ func TestUnsafeRegistrationsSendNothing(t *testing.T) {
 	}
 	if c := proxy.conns.Load(); c != 0 {
 		t.Errorf("the proxy named by a refused registration got %d connections, want none", c)
+	}
+}
+
+// hubFiles are files of "the hub": a service account token, alpha's admin
+// client certificate and key, and the recording member's CA. Were they read,
+// they would be presented to the member.
+type hubFiles struct {
+	dir, token, cert, key, ca string
+	// alphaUser is alpha's admin user, whose certificate and key cert and key hold.
+	alphaUser clientcmdapi.AuthInfo
+}
+
+func writeHubFiles(t *testing.T, alpha *fleet.ControlPlane, member *recorder) hubFiles {
+	t.Helper()
+	f := hubFiles{dir: t.TempDir()}
+	secretToken := "hub-token-" + randomHex(t)
+	credentials.add(secretToken)
+	editKubeconfig(t, alpha.Kubeconfig, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { f.alphaUser = *u })
+	f.token = writeFile(t, f.dir, "token", []byte(secretToken))
+	f.cert = writeFile(t, f.dir, "tls.crt", f.alphaUser.ClientCertificateData)
+	f.key = writeFile(t, f.dir, "tls.key", f.alphaUser.ClientKeyData)
+	f.ca = writeFile(t, f.dir, "ca.crt", member.caPEM())
+	return f
+}
+
+// paths are the files' paths and their directory: none may show in status or Events.
+func (f hubFiles) paths() []string { return []string{f.token, f.cert, f.key, f.ca, f.dir} }
+
+// unsafeRegistrations are kubeconfigs for the recording member, each with one
+// unsafe field, or too large, and the refusal each must get.
+func unsafeRegistrations(t *testing.T, alpha *fleet.ControlPlane, member, proxy *recorder, files hubFiles) []refusedRegistration {
+	// pointed is a kubeconfig for the recording member with a harmless token,
+	// changed by edit.
+	pointed := func(edit func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo)) map[string][]byte {
+		return map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig, func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			c.Server, c.CertificateAuthorityData = member.URL, member.caPEM()
+			*u = clientcmdapi.AuthInfo{Token: "harmless-" + randomHex(t)}
+			edit(c, u)
+		})}
+	}
+	unsafe := v1alpha1.MemberUnsafeKubeconfigReason
+	return []refusedRegistration{
+		{"token-file", unsafe, pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.Token, u.TokenFile = "", files.token
+		}), []string{"tokenFile"}},
+		{"client-cert-files", unsafe, pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.Token, u.ClientCertificate, u.ClientKey = "", files.cert, files.key
+		}), []string{"client-certificate"}},
+		{"client-key-file", unsafe, pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.ClientCertificateData, u.ClientKey = files.alphaUser.ClientCertificateData, files.key
+		}), []string{"client-key"}},
+		{"ca-file", unsafe, pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.CertificateAuthorityData, c.CertificateAuthority = nil, files.ca
+		}), []string{"certificate-authority"}},
+		{"proxy-url", unsafe, pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.ProxyURL = proxy.URL
+		}), []string{"proxy-url"}},
+		{"skip-tls-verify", unsafe, pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.CertificateAuthorityData, c.InsecureSkipTLSVerify = nil, true
+		}), []string{"insecure-skip-tls-verify"}},
+		{"impersonation", unsafe, pointed(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.Impersonate = "system:admin"
+		}), []string{"impersonation"}},
+		{"plain-http", unsafe, pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.Server = strings.Replace(member.URL, "https://", "http://", 1)
+		}), []string{"http://"}},
+		{"link-local", unsafe, pointed(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.Server = "https://169.254.169.254:443"
+		}), []string{"link-local"}},
+		{"oversized", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{
+			"kubeconfig": append(pointed(func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo) {})["kubeconfig"],
+				"\n#"+strings.Repeat("x", clusters.MaxKubeconfigBytes)...),
+		}, []string{"more than the 262144 allowed"}},
 	}
 }
 
