@@ -48,18 +48,9 @@ func (r *recorder) Reconcile(_ context.Context, req mcreconcile.Request) (reconc
 
 func TestControllerUsesTheQueue(t *testing.T) {
 	const flood = 200
-	var (
-		mu      sync.Mutex
-		built   *Queue
-		started workqueue.TypedRateLimitingInterface[mcreconcile.Request]
-	)
-	builtQueue := func() *Queue {
-		mu.Lock()
-		defer mu.Unlock()
-		return built
-	}
+	qs := &queues{}
 	rec := &recorder{
-		queue:    builtQueue,
+		queue:    qs.builtQueue,
 		requeues: map[mcreconcile.Request][]int{},
 		want:     flood + 1 + 2 + 2,
 		done:     make(chan struct{}),
@@ -67,13 +58,7 @@ func TestControllerUsesTheQueue(t *testing.T) {
 	c, err := controller.NewTypedUnmanaged("fairqueue-test", controller.TypedOptions[mcreconcile.Request]{
 		Reconciler:         rec,
 		SkipNameValidation: new(true),
-		NewQueue: func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
-			q := New(name, rl)
-			mu.Lock()
-			built = q.(*Queue)
-			mu.Unlock()
-			return q
-		},
+		NewQueue:           qs.newQueue,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +66,9 @@ func TestControllerUsesTheQueue(t *testing.T) {
 	// The source queues a flood of member a before one request of member b;
 	// the controller starts its worker after its sources started.
 	err = c.Watch(source.TypedFunc[mcreconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
-		mu.Lock()
-		started = q
-		mu.Unlock()
+		qs.mu.Lock()
+		qs.started = q
+		qs.mu.Unlock()
 		for i := range flood {
 			q.Add(req("a", fmt.Sprint(i)))
 		}
@@ -95,38 +80,75 @@ func TestControllerUsesTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntil(t, c, rec.done)
 
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if qs.built == nil || qs.started != workqueue.TypedRateLimitingInterface[mcreconcile.Request](qs.built) {
+		t.Fatalf("the controller gave its sources %T, not the fair queue it built (%p)", qs.started, qs.built)
+	}
+	rec.check(t, qs.built, flood)
+	if !qs.built.ShuttingDown() {
+		t.Error("the controller did not shut the queue down")
+	}
+}
+
+// queues holds the queue a controller built with New and the queue it gave
+// its sources.
+type queues struct {
+	mu      sync.Mutex
+	built   *Queue
+	started workqueue.TypedRateLimitingInterface[mcreconcile.Request]
+}
+
+// newQueue is New, as the controller's NewQueue option, recording the queue.
+func (qs *queues) newQueue(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+	q := New(name, rl)
+	qs.mu.Lock()
+	qs.built = q.(*Queue)
+	qs.mu.Unlock()
+	return q
+}
+
+func (qs *queues) builtQueue() *Queue {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return qs.built
+}
+
+// runUntil runs c until done is closed, then stops it.
+func runUntil(t *testing.T, c controller.TypedController[mcreconcile.Request], done <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan error)
 	go func() { stopped <- c.Start(ctx) }()
-	<-rec.done
+	<-done
 	cancel()
 	if err := <-stopped; err != nil {
 		t.Fatalf("controller: %v", err)
 	}
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if built == nil || started != workqueue.TypedRateLimitingInterface[mcreconcile.Request](built) {
-		t.Fatalf("the controller gave its sources %T, not the fair queue it built (%p)", started, built)
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if i := slices.Index(rec.order, req("b", "live")); i < 0 || i > 1 {
+// check checks the reconciles r saw through q: member b's request before
+// most of member a's flood, a failed reconcile requeued with backoff and
+// forgotten once it succeeded, and RequeueAfter honoured without counting as
+// a failure.
+func (r *recorder) check(t *testing.T, q *Queue, flood int) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i := slices.Index(r.order, req("b", "live")); i < 0 || i > 1 {
 		t.Errorf("member b's request reconciled at position %d behind member a's flood of %d, want 0 or 1", i, flood)
 	}
 	// A failed reconcile is requeued with backoff, a success forgets it.
-	if got, want := rec.requeues[req("c", "retry")], []int{0, 1}; !slices.Equal(got, want) {
+	if got, want := r.requeues[req("c", "retry")], []int{0, 1}; !slices.Equal(got, want) {
 		t.Errorf("NumRequeues of retry at each reconcile = %v, want %v", got, want)
 	}
-	if got := built.NumRequeues(req("c", "retry")); got != 0 {
+	if got := q.NumRequeues(req("c", "retry")); got != 0 {
 		t.Errorf("NumRequeues of retry after success = %d, want 0", got)
 	}
 	// RequeueAfter is honoured without counting as a failure.
-	if got, want := rec.requeues[req("c", "after")], []int{0, 0}; !slices.Equal(got, want) {
+	if got, want := r.requeues[req("c", "after")], []int{0, 0}; !slices.Equal(got, want) {
 		t.Errorf("NumRequeues of after at each reconcile = %v, want %v", got, want)
-	}
-	if !built.ShuttingDown() {
-		t.Error("the controller did not shut the queue down")
 	}
 }
