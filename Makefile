@@ -50,9 +50,10 @@ lint: vet ## gofmt check and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated code or manifests are stale.
+verify: generate manifests ## Fail when generated code or manifests are stale, or a top-level package depends on internal/.
 	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "untracked generated files"; exit 1; }
+	@GO="$(GO)" hack/verify-internal-imports.sh
 
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver and etcd from source into the cache (once).
