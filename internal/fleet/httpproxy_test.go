@@ -109,6 +109,20 @@ func post(ctx context.Context, c *http.Client, url string) (*http.Response, erro
 	return resp, err
 }
 
+// openStream starts a proxy in front of a new backend and opens the
+// backend's /stream through it; the stream is closed when the test ends.
+func openStream(t *testing.T) (*backend, *HTTPProxy, *http.Client, *http.Response) {
+	t.Helper()
+	b := newBackend(t)
+	p, c := newTestProxy(t, b)
+	resp, err := c.Get(p.URL() + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return b, p, c, resp
+}
+
 // waitUntil polls cond every 5 ms, at most 10 s.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -190,14 +204,8 @@ func TestHTTPProxyAddsLatency(t *testing.T) {
 }
 
 func TestHTTPProxyResetsConnections(t *testing.T) {
-	b := newBackend(t)
-	p, c := newTestProxy(t, b)
+	_, p, c, resp := openStream(t)
 	// An open stream is cut when every connection is reset.
-	resp, err := c.Get(p.URL() + "/stream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
 	if !lines.Scan() {
 		t.Fatal(lines.Err())
@@ -268,13 +276,7 @@ func TestHTTPProxyBlackHolesMatchedRequests(t *testing.T) {
 }
 
 func TestHTTPProxyBlackHolesOpenAndNewConnections(t *testing.T) {
-	b := newBackend(t)
-	p, c := newTestProxy(t, b)
-	resp, err := c.Get(p.URL() + "/stream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	b, p, c, resp := openStream(t)
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
