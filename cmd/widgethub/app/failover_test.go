@@ -56,30 +56,11 @@ const (
 // after the kill land, and each Deployment was written by one field manager
 // and never went back to an older spec.
 func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
-	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	dir := t.TempDir() // before any process: removed after they are killed
 	bin := buildManager(t, dir)
-
-	// A member of its own, registered in a namespace of its own: the suite's
-	// in-process manager serves widgethub-system and never sees it.
-	members, err := testFleet.AddMembers(failoverMember)
-	if err != nil {
-		t.Fatalf("start member %s: %v", failoverMember, err)
-	}
-	member := members[0]
-	g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, failoverNS)).To(Succeed())
-	g.Expect(fleet.EnsureNamespace(ctx, member.Client, floodNS)).To(Succeed())
-	registration := kubeconfig.NewSecret(failoverNS, failoverMember, member.Kubeconfig)
-	if err := testFleet.Hub.Client.Create(ctx, registration); apierrors.IsAlreadyExists(err) { // -count=2
-		g.Expect(testFleet.Hub.Client.Update(ctx, registration)).To(Succeed())
-	} else {
-		g.Expect(err).NotTo(HaveOccurred())
-	}
-	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
-	g.Expect(os.WriteFile(hubKubeconfig, testFleet.Hub.Kubeconfig, 0o600)).To(Succeed())
-
+	member, hubKubeconfig := registerFailoverMember(ctx, t, dir)
 	history := watchDeployments(ctx, t, member, floodNS)
 
 	// Leader election is not asked for: it is the default.
@@ -99,8 +80,57 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 	t.Cleanup(floodWG.Wait) // runs after cancel (registered later, so earlier)
 	t.Cleanup(cancel)
 
-	// Kill the leader once it is busy: the flood is past its first rounds and
-	// the leader has written at least half of the Deployments.
+	killedAt := killLeaderWhenBusy(ctx, t, member, flood, leader, standby)
+	killed <- killedAt
+	<-leader.exited
+	t.Logf("SIGKILL to %s in flood round %d", leader.name, flood.roundsDone())
+	expectTakeover(t, standby, holder, history, killedAt)
+
+	floodWG.Wait()
+	g := NewWithT(t)
+	g.Expect(flood.err).NotTo(HaveOccurred())
+	t.Logf("flood: %d Widgets, %d rounds, %d of them started after the kill", floodWidgets, flood.rounds, flood.roundsAfterKill)
+	g.Expect(flood.roundsAfterKill).To(BeNumerically(">=", 2), "the flood went on through the takeover")
+
+	widgets := expectLastChangeLands(ctx, t, member, flood)
+	g.Expect(standby.writesBeforeLease()).To(BeZero(), "the new leader wrote Deployments before it held the Lease")
+	writes, err := history.stop()
+	g.Expect(err).NotTo(HaveOccurred())
+	expectOneWriterInOrder(t, member, widgets, writes, flood.rounds)
+	expectLeaseReleasedOnStop(t, standby)
+}
+
+// registerFailoverMember starts a member of the failover test's own,
+// registers it in a namespace of its own, so that the suite's in-process
+// manager (serving widgethub-system) never sees it, and writes the hub's
+// kubeconfig into dir; it returns the member and the kubeconfig's path.
+func registerFailoverMember(ctx context.Context, t *testing.T, dir string) (member *fleet.ControlPlane, hubKubeconfig string) {
+	t.Helper()
+	g := NewWithT(t)
+	members, err := testFleet.AddMembers(failoverMember)
+	if err != nil {
+		t.Fatalf("start member %s: %v", failoverMember, err)
+	}
+	member = members[0]
+	g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, failoverNS)).To(Succeed())
+	g.Expect(fleet.EnsureNamespace(ctx, member.Client, floodNS)).To(Succeed())
+	registration := kubeconfig.NewSecret(failoverNS, failoverMember, member.Kubeconfig)
+	if err := testFleet.Hub.Client.Create(ctx, registration); apierrors.IsAlreadyExists(err) { // -count=2
+		g.Expect(testFleet.Hub.Client.Update(ctx, registration)).To(Succeed())
+	} else {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	hubKubeconfig = filepath.Join(dir, "hub.kubeconfig")
+	g.Expect(os.WriteFile(hubKubeconfig, testFleet.Hub.Kubeconfig, 0o600)).To(Succeed())
+	return member, hubKubeconfig
+}
+
+// killLeaderWhenBusy sends SIGKILL to the leader once it is busy: the flood
+// is past its first rounds and the leader has written at least half of the
+// Deployments. It returns when the signal was sent.
+func killLeaderWhenBusy(ctx context.Context, t *testing.T, member *fleet.ControlPlane, flood *floodResult, leader, standby *managerProcess) time.Time {
+	t.Helper()
+	g := NewWithT(t)
 	g.Eventually(func(g Gomega) {
 		g.Expect(flood.roundsDone()).To(BeNumerically(">=", 3))
 		deployments := &appsv1.DeploymentList{}
@@ -111,11 +141,14 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 
 	killedAt := time.Now()
 	g.Expect(leader.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-	killed <- killedAt
-	<-leader.exited
-	t.Logf("SIGKILL to %s in flood round %d", leader.name, flood.roundsDone())
+	return killedAt
+}
 
-	// The standby takes the Lease once it expires.
+// expectTakeover checks that the standby takes the Lease from holder once it
+// expires, and that the new leader writes Deployments.
+func expectTakeover(t *testing.T, standby *managerProcess, holder string, history *deploymentHistory, killedAt time.Time) {
+	t.Helper()
+	g := NewWithT(t)
 	var newHolder string
 	g.Eventually(func(g Gomega) {
 		newHolder = leaseHolder(g)
@@ -133,13 +166,14 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 		firstWrite = at.Sub(killedAt)
 	}, eventually, poll).Should(Succeed(), "the new leader writes Deployments")
 	t.Logf("the new leader's first Deployment write came %s after the SIGKILL", firstWrite.Round(10*time.Millisecond))
+}
 
-	floodWG.Wait()
-	g.Expect(flood.err).NotTo(HaveOccurred())
-	t.Logf("flood: %d Widgets, %d rounds, %d of them started after the kill", floodWidgets, flood.rounds, flood.roundsAfterKill)
-	g.Expect(flood.roundsAfterKill).To(BeNumerically(">=", 2), "the flood went on through the takeover")
-
-	// A last change per Widget, made once the standby leads, must land.
+// expectLastChangeLands makes a last change to every Widget, once the
+// standby leads, and waits until every Widget has converged on it; it returns
+// the Widgets.
+func expectLastChangeLands(ctx context.Context, t *testing.T, member *fleet.ControlPlane, flood *floodResult) *v1alpha1.WidgetList {
+	t.Helper()
+	g := NewWithT(t)
 	final := int32(flood.rounds + 1)
 	lastChange := time.Now()
 	g.Expect(fleet.Parallel(floodWidgets, floodWriters, func(i int) error {
@@ -160,16 +194,19 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 		}
 	}, convergeBound, poll).Should(Succeed(), "every Widget converges under the new leader")
 	t.Logf("the last change to all %d Widgets landed %s after it was made", floodWidgets, time.Since(lastChange).Round(10*time.Millisecond))
+	return widgets
+}
 
-	// Each Deployment: one field manager, and a generation per spec it was
-	// written with, each newer than the last.
-	g.Expect(standby.writesBeforeLease()).To(BeZero(), "the new leader wrote Deployments before it held the Lease")
-	writes, err := history.stop()
-	g.Expect(err).NotTo(HaveOccurred())
+// expectOneWriterInOrder checks each Deployment of widgets: one field
+// manager, and a generation per spec it was written with (writes), each newer
+// than the last, after rounds rounds of the flood.
+func expectOneWriterInOrder(t *testing.T, member *fleet.ControlPlane, widgets *v1alpha1.WidgetList, writes map[string][]deploymentSpec, rounds int) {
+	t.Helper()
+	g := NewWithT(t)
 	var deploymentGenerations, widgetGenerations int64
 	for _, w := range widgets.Items {
 		// Created at replicas 1, one change per later round, and the last change.
-		g.Expect(w.Generation).To(Equal(int64(flood.rounds)+1), "Widget %s: the flood's changes", w.Name)
+		g.Expect(w.Generation).To(Equal(int64(rounds)+1), "Widget %s: the flood's changes", w.Name)
 		d := deployment(g, member, types.NamespacedName{Namespace: floodNS, Name: w.Name})
 		g.Expect(d.ManagedFields).To(HaveLen(1), "Deployment %s: %v", w.Name, d.ManagedFields)
 		g.Expect(d.ManagedFields[0].Manager).To(Equal(widgetreconciler.FieldManager))
@@ -188,18 +225,23 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 		widgetGenerations += w.Generation
 	}
 	t.Logf("%d Widget generations made %d Deployment generations (the rest coalesced in the queue)", widgetGenerations, deploymentGenerations)
+}
 
-	// A leader that stops releases the Lease on its way out.
+// expectLeaseReleasedOnStop sends SIGTERM to the leader p and checks that it
+// stops and releases the Lease on its way out.
+func expectLeaseReleasedOnStop(t *testing.T, p *managerProcess) {
+	t.Helper()
+	g := NewWithT(t)
 	stopping := time.Now()
-	g.Expect(standby.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	g.Expect(p.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 	select {
-	case <-standby.exited:
+	case <-p.exited:
 	case <-time.After(time.Minute):
-		t.Fatalf("%s did not stop within a minute of SIGTERM", standby.name)
+		t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
 	}
-	g.Expect(standby.waitErr).NotTo(HaveOccurred(), "%s exit", standby.name)
+	g.Expect(p.waitErr).NotTo(HaveOccurred(), "%s exit", p.name)
 	g.Expect(leaseHolder(g)).To(BeEmpty(), "the stopped leader still holds the Lease")
-	t.Logf("SIGTERM: %s stopped and released the Lease in %s", standby.name, time.Since(stopping).Round(10*time.Millisecond))
+	t.Logf("SIGTERM: %s stopped and released the Lease in %s", p.name, time.Since(stopping).Round(10*time.Millisecond))
 }
 
 // buildManager builds cmd/widgethub into dir and returns the binary's path.
