@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/widgethub/widgethub/cmd/widgethub/app"
+	"github.com/widgethub/widgethub/clusters"
 )
 
 var scheme = clusters.NewScheme()
