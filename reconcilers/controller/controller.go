@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/util/workqueue"
@@ -44,11 +45,23 @@ type Options struct {
 	// MaxConcurrentReconciles is the number of workers, shared by all members.
 	MaxConcurrentReconciles int
 	// MaxConcurrentReconcilesPerMember is how many of them one member may hold
-	// at once; zero means three quarters of MaxConcurrentReconciles.
+	// at once; zero means three quarters of MaxConcurrentReconciles. The
+	// members that do not answer hold no more than that between them either
+	// (fairqueue.UnresponsiveBound).
 	MaxConcurrentReconcilesPerMember int
+	// ReconcileTimeout is the deadline of each Reconcile call; zero means
+	// DefaultReconcileTimeout, negative none.
+	ReconcileTimeout time.Duration
 	// LogConstructor returns the logger of a request (nil: the controller's own).
 	LogConstructor func(*mcreconcile.Request) logr.Logger
 }
+
+// DefaultReconcileTimeout bounds one Reconcile call. A Widget reconcile is
+// two reads from the cache and at most two writes, each bounded by the
+// member request deadline (clusters.DefaultRequestTimeout, 30s): a minute
+// lets both writes use theirs, and frees the worker of any reconcile that
+// waits on something without a deadline of its own.
+const DefaultReconcileTimeout = time.Minute
 
 // PerMember is how many of total workers one member may hold: perMember when
 // set, else three quarters of total (at least one).
@@ -64,17 +77,7 @@ func PerMember(total, perMember int) int {
 // (package fairqueue) with each member bounded as opts say, and reports its
 // measurements as widgethub_workqueue_* metrics.
 func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.Source) (*Controller, error) {
-	perMember := PerMember(opts.MaxConcurrentReconciles, opts.MaxConcurrentReconcilesPerMember)
-	inner, err := crcontroller.NewTypedUnmanaged(name, crcontroller.TypedOptions[mcreconcile.Request]{
-		Reconciler:              opts.Reconciler,
-		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		LogConstructor:          opts.LogConstructor,
-		NewQueue: func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
-			return fairqueue.NewWithOptions(fairqueue.Options{
-				Name: name, RateLimiter: rl, MetricsProvider: queueMetricsProvider{}, MaxInFlightPerMember: perMember,
-			})
-		},
-	})
+	inner, err := newUnmanaged(name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +90,32 @@ func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.S
 		return nil, fmt.Errorf("add controller %q: %w", name, err)
 	}
 	return c, nil
+}
+
+// newUnmanaged builds the controller-runtime controller that New wraps: its
+// workers, reconcile deadline and fair queue as opts say.
+func newUnmanaged(name string, opts Options) (crcontroller.TypedController[mcreconcile.Request], error) {
+	workers := max(1, opts.MaxConcurrentReconciles)
+	perMember := PerMember(workers, opts.MaxConcurrentReconcilesPerMember)
+	timeout := opts.ReconcileTimeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultReconcileTimeout
+	case timeout < 0:
+		timeout = 0
+	}
+	return crcontroller.NewTypedUnmanaged(name, crcontroller.TypedOptions[mcreconcile.Request]{
+		Reconciler:              opts.Reconciler,
+		MaxConcurrentReconciles: workers,
+		ReconciliationTimeout:   timeout,
+		LogConstructor:          opts.LogConstructor,
+		NewQueue: func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+			return fairqueue.NewWithOptions(fairqueue.Options{
+				Name: name, RateLimiter: rl, MetricsProvider: queueMetricsProvider{},
+				MaxInFlightPerMember: perMember, Workers: workers,
+			})
+		},
+	})
 }
 
 // Engage starts the controller's sources on cl until ctx ends. Engaging the

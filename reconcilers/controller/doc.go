@@ -5,7 +5,8 @@
 // # Setup
 //
 // New(name, mgr, Options{Reconciler, MaxConcurrentReconciles,
-// MaxConcurrentReconcilesPerMember, LogConstructor}, sources...) builds the
+// MaxConcurrentReconcilesPerMember, ReconcileTimeout, LogConstructor},
+// sources...) builds the
 // controller and adds it to the multicluster manager, which calls Engage for
 // every member its provider engages. reconcilers/widget is its one user.
 //
@@ -14,10 +15,16 @@
 // Engage starts the sources on a member until the member's context ends;
 // engaging the same cluster again is a no-op, and engaging another cluster
 // under the same name replaces the old engagement. The queue is the fair queue
-// of package fairqueue: members take turns, and one member holds at most
+// of package fairqueue: members take turns, one member holds at most
 // MaxConcurrentReconcilesPerMember workers (default three quarters, see
-// PerMember). The queue reports its measurements as widgethub_workqueue_*
-// metrics (metrics.go).
+// PerMember), and the members that do not answer hold no more than that
+// between them, however many they are (fairqueue.UnresponsiveBound): the
+// controller gives the queue its number of workers for that. Each Reconcile
+// call has a deadline, ReconcileTimeout (DefaultReconcileTimeout, a minute),
+// through controller-runtime's ReconciliationTimeout; a reconcile that runs
+// past it is counted in controller_runtime_reconcile_timeouts_total. The queue
+// reports its measurements as widgethub_workqueue_* metrics (metrics.go),
+// among them widgethub_workqueue_unresponsive_in_flight.
 //
 // # Implementation
 //

@@ -4,6 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/widgethub/widgethub/reconcilers/controller/fairqueue"
 )
 
 // controller-runtime registers client-go's workqueue_* series for the queues
@@ -17,6 +19,9 @@ var (
 	queueUnfinished = gaugeVec("widgethub_workqueue_unfinished_work_seconds", "Seconds of work in progress not yet observed by work_duration.")
 	queueLongest    = gaugeVec("widgethub_workqueue_longest_running_processor_seconds", "How long the longest running reconcile has run.")
 	queueRetries    = counterVec("widgethub_workqueue_retries_total", "Rate-limited requeues of the shared queue.")
+	// queueUnresponsive is fairqueue's own measurement, not client-go's.
+	queueUnresponsive = gaugeVec("widgethub_workqueue_unresponsive_in_flight",
+		"Requests in flight of members that do not answer (one unanswered since it was handed out, or in flight for 5s); between them they hold at most the per-member bound of workers.")
 )
 
 // gaugeVec, counterVec and histogramVec build the shared queue's metrics,
@@ -35,13 +40,13 @@ func histogramVec(name, help string) *prometheus.HistogramVec {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries)
+	ctrlmetrics.Registry.MustRegister(queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries, queueUnresponsive)
 }
 
 // queueMetricsProvider reports a queue's measurements as widgethub_workqueue_* metrics.
 type queueMetricsProvider struct{}
 
-var _ workqueue.MetricsProvider = queueMetricsProvider{}
+var _ fairqueue.UnresponsiveMetricsProvider = queueMetricsProvider{}
 
 func (queueMetricsProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
 	return queueDepth.WithLabelValues(name)
@@ -69,4 +74,8 @@ func (queueMetricsProvider) NewLongestRunningProcessorSecondsMetric(name string)
 
 func (queueMetricsProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return queueRetries.WithLabelValues(name)
+}
+
+func (queueMetricsProvider) NewUnresponsiveInFlightMetric(name string) workqueue.SettableGaugeMetric {
+	return queueUnresponsive.WithLabelValues(name)
 }

@@ -28,6 +28,9 @@ func BenchmarkAddGetDone(b *testing.B) {
 		new  func() workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 	}{
 		{"fairqueue", func() workqueue.TypedRateLimitingInterface[mcreconcile.Request] { return New("bench", nil) }},
+		{"fairqueue-bounded", func() workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+			return NewWithOptions(Options{Name: "bench", MaxInFlightPerMember: 24, Workers: 32})
+		}},
 		{"client-go", func() workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
 			return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 		}},

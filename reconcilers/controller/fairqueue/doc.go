@@ -19,6 +19,38 @@
 // would otherwise end up holding every one of them; with the bound set below the
 // number of workers, the others always have workers left.
 //
+// One bound per member is not enough when several members hang at once: two
+// members at three quarters each hold every worker. With Options.Workers (the
+// number of workers calling Get) set, the queue also bounds the unresponsive
+// members as a whole. A member is unresponsive while its oldest request in
+// flight has gone unanswered (no request of the member has been done since it
+// was handed out) or has been in flight for Options.StallAfter (5s by
+// default). The rule: the unresponsive members hold between them at most
+// UnresponsiveBound(Workers, MaxInFlightPerMember) requests in flight, the
+// per-member bound and never every worker; while they hold that many, they sit
+// out of the round, and a member that answers takes their turns. A member with
+// nothing in flight is not unresponsive, so it always gets one request; that is
+// the one exception, and it costs at most one worker per member that hangs. So
+// however many members hang, the others keep Workers minus the bound (a quarter
+// with the operator's defaults, 8 of 32), less one per member that hung while
+// the bound was already full.
+//
+// The two signs catch different failures without waiting on a clock for the
+// common one. A member that stops answering does not answer its first request,
+// so the bound holds from the moment it hangs, even when it had a backlog and
+// several members hang together, before any of them could be seen as slow. A
+// member that answers some requests and hangs on others (one namespace's
+// writes held, Retry-After on some requests) counts from StallAfter on. A
+// member whose requests are being answered goes on up to its own bound,
+// however many members hang beside it. The price is paid by a member that
+// starts from nothing in flight while the bound is full: until one of its
+// requests is answered it is unresponsive too, so it goes one request at a
+// time until the hanging members' requests end. Requests
+// of an unresponsive member end when their deadlines (per member request and
+// per reconcile) pass; Done with them counts as an answer, but a request left
+// in flight is by then older than StallAfter, so the member stays unresponsive
+// until it has nothing in flight or answers a request it was just handed.
+//
 // Apart from the order, the queue keeps the guarantees of client-go's workqueue and
 // controller-runtime's priority queue: a request added again before it is handed
 // out is handed out once; a request that is being processed is never handed out

@@ -32,6 +32,13 @@ type entry struct {
 	// addedAt and startedAt time the entry for metrics.
 	addedAt   time.Time
 	startedAt time.Time
+
+	// While processing, handedSeq and handedAt say when the entry was handed
+	// out, and flightPrev and flightNext link it into its member's requests
+	// in flight, oldest first.
+	handedSeq              uint64
+	handedAt               time.Time
+	flightPrev, flightNext *entry
 }
 
 func (e *entry) isWaiting() bool { return e.heapIndex >= 0 }
@@ -55,6 +62,10 @@ type member struct {
 	// prev and next link the member into the queue's ring while it may be
 	// handed a request.
 	prev, next *member
+	// flightHead and flightTail hold its requests in flight, oldest first.
+	flightHead, flightTail *entry
+	// doneSeq is the queue's sequence number of its last Done.
+	doneSeq uint64
 }
 
 func (m *member) inRing() bool { return m.next != nil }
@@ -63,6 +74,32 @@ func (m *member) inRing() bool { return m.next != nil }
 type lane struct {
 	priority   int
 	head, tail *entry
+}
+
+// pushFlight appends e, just handed out, to m's requests in flight.
+func (m *member) pushFlight(e *entry) {
+	e.flightPrev, e.flightNext = m.flightTail, nil
+	if m.flightTail != nil {
+		m.flightTail.flightNext = e
+	} else {
+		m.flightHead = e
+	}
+	m.flightTail = e
+}
+
+// unlinkFlight removes e, just done, from m's requests in flight.
+func (m *member) unlinkFlight(e *entry) {
+	if e.flightPrev != nil {
+		e.flightPrev.flightNext = e.flightNext
+	} else {
+		m.flightHead = e.flightNext
+	}
+	if e.flightNext != nil {
+		e.flightNext.flightPrev = e.flightPrev
+	} else {
+		m.flightTail = e.flightPrev
+	}
+	e.flightPrev, e.flightNext = nil, nil
 }
 
 // push appends e to the lane of its priority.

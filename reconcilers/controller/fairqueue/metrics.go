@@ -10,6 +10,13 @@ import (
 // unfinishedWorkUpdatePeriod is how often the in-flight gauges are updated, as in client-go.
 const unfinishedWorkUpdatePeriod = 500 * time.Millisecond
 
+// UnresponsiveMetricsProvider is a workqueue.MetricsProvider that also
+// takes the number of requests in flight of unresponsive members.
+type UnresponsiveMetricsProvider interface {
+	workqueue.MetricsProvider
+	NewUnresponsiveInFlightMetric(name string) workqueue.SettableGaugeMetric
+}
+
 // queueMetrics reports client-go's workqueue metrics. A nil *queueMetrics
 // reports nothing; its methods are called with the queue's lock held.
 type queueMetrics struct {
@@ -21,6 +28,8 @@ type queueMetrics struct {
 	unfinishedWorkSeconds   workqueue.SettableGaugeMetric
 	longestRunningProcessor workqueue.SettableGaugeMetric
 	retries                 workqueue.CounterMetric
+	// unresponsiveInFlight is nil unless the provider takes it.
+	unresponsiveInFlight workqueue.SettableGaugeMetric
 	// inFlight holds the entries being processed, for the in-flight gauges.
 	inFlight map[*entry]struct{}
 }
@@ -29,7 +38,7 @@ func newQueueMetrics(p workqueue.MetricsProvider, name string, c clock.Clock) *q
 	if p == nil || name == "" {
 		return nil
 	}
-	return &queueMetrics{
+	m := &queueMetrics{
 		clock:                   c,
 		depth:                   p.NewDepthMetric(name),
 		adds:                    p.NewAddsMetric(name),
@@ -40,6 +49,10 @@ func newQueueMetrics(p workqueue.MetricsProvider, name string, c clock.Clock) *q
 		retries:                 p.NewRetriesMetric(name),
 		inFlight:                map[*entry]struct{}{},
 	}
+	if up, ok := p.(UnresponsiveMetricsProvider); ok {
+		m.unresponsiveInFlight = up.NewUnresponsiveInFlightMetric(name)
+	}
+	return m
 }
 
 // add records that e became ready.
@@ -93,6 +106,14 @@ func (m *queueMetrics) updateUnfinishedWork() {
 	m.longestRunningProcessor.Set(longest)
 }
 
+// updateInFlightMetrics sets the gauges that follow the clock; q.mu is held.
+func (q *Queue) updateInFlightMetrics() {
+	q.metrics.updateUnfinishedWork()
+	if q.metrics.unresponsiveInFlight != nil {
+		q.metrics.unresponsiveInFlight.Set(float64(q.unresponsiveInFlight(q.clock.Now())))
+	}
+}
+
 // metricsLoop updates the in-flight gauges until the queue shuts down.
 func (q *Queue) metricsLoop() {
 	t := q.clock.NewTimer(unfinishedWorkUpdatePeriod)
@@ -104,7 +125,7 @@ func (q *Queue) metricsLoop() {
 		case <-t.C():
 		}
 		q.mu.Lock()
-		q.metrics.updateUnfinishedWork()
+		q.updateInFlightMetrics()
 		q.mu.Unlock()
 		t.Reset(unfinishedWorkUpdatePeriod)
 	}

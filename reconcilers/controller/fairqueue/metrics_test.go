@@ -64,6 +64,11 @@ func (p *fakeMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.
 func (p *fakeMetrics) NewRetriesMetric(string) workqueue.CounterMetric {
 	return fakeMetric{p, "retries"}
 }
+func (p *fakeMetrics) NewUnresponsiveInFlightMetric(string) workqueue.SettableGaugeMetric {
+	return fakeMetric{p, "unresponsive"}
+}
+
+var _ UnresponsiveMetricsProvider = &fakeMetrics{}
 
 func TestMetrics(t *testing.T) {
 	p := &fakeMetrics{values: map[string]float64{}, counts: map[string]int{}}
@@ -108,4 +113,34 @@ func TestMetrics(t *testing.T) {
 
 	q.Done(a)
 	expect("work", 2, 1)
+}
+
+func TestUnresponsiveInFlightMetric(t *testing.T) {
+	p := &fakeMetrics{values: map[string]float64{}, counts: map[string]int{}}
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	q := NewWithOptions(Options{Name: "widget", MetricsProvider: p, Clock: clk, Workers: 8, MaxInFlightPerMember: 6})
+	defer q.ShutDown()
+	expect := func(want float64) {
+		t.Helper()
+		q.mu.Lock()
+		q.updateInFlightMetrics()
+		q.mu.Unlock()
+		if got, _ := p.get("unresponsive"); got != want {
+			t.Fatalf("unresponsive = %v, want %v", got, want)
+		}
+	}
+	for _, r := range []mcreconcile.Request{req("a", "1"), req("a", "2"), req("a", "3"), req("b", "1")} {
+		q.Add(r)
+	}
+	expectGet(t, q, req("a", "1"))
+	expectGet(t, q, req("b", "1"))
+	expectGet(t, q, req("a", "2"))
+	expect(3) // nothing answered yet
+	q.Done(req("a", "1"))
+	expect(1) // a answered; b did not
+	clk.Step(DefaultStallAfter)
+	expect(2) // a/2 stalled
+	q.Done(req("a", "2"))
+	q.Done(req("b", "1"))
+	expect(0)
 }

@@ -26,7 +26,24 @@ type Options struct {
 	// handed out and not yet done. Workers beyond it stay free for the other
 	// members, however slow or hung the busy member's API server is.
 	MaxInFlightPerMember int
+	// Workers, when positive, is how many workers call Get (a controller's
+	// MaxConcurrentReconciles). It bounds the unresponsive members as a whole:
+	// between them they hold at most MaxInFlightPerMember of the workers
+	// (Workers when that is not set), and never all of them; see the package
+	// documentation. Zero leaves them unbounded as a whole.
+	Workers int
+	// StallAfter is how long a request may be in flight before its member
+	// counts as unresponsive. Defaults to DefaultStallAfter.
+	StallAfter time.Duration
 }
+
+// DefaultStallAfter is how long a request may be in flight before its member
+// counts as unresponsive. A Widget reconcile (two reads from the cache and at
+// most two writes) takes milliseconds on a healthy member and well under a
+// second behind a busy one's client-side rate limit; a request still in
+// flight after 5 seconds is waiting on a member that does not answer, on
+// Retry-After answers, or on one much slower than the others.
+const DefaultStallAfter = 5 * time.Second
 
 // Queue is a rate-limiting workqueue of mcreconcile.Request that serves member
 // clusters round robin. Use New or NewWithOptions to build one.
@@ -35,6 +52,10 @@ type Queue struct {
 	clock       clock.Clock
 	metrics     *queueMetrics
 	maxInFlight int // per member; 0 is no bound
+	// maxUnresponsive bounds the requests in flight of unresponsive members
+	// as a whole; -1 is no bound.
+	maxUnresponsive int
+	stallAfter      time.Duration
 
 	mu sync.Mutex
 	// cond is signalled when a request becomes ready, the queue shuts down, or,
@@ -51,6 +72,15 @@ type Queue struct {
 	ready      int // requests that Get can hand out
 	processing int // requests handed out and not yet done
 	waiting    waitHeap
+	// busy holds the members with requests in flight.
+	busy map[*member]struct{}
+	// seq orders hand-outs and Dones, to tell whether a member answered
+	// since a request was handed out.
+	seq uint64
+	// capped is set when a Get waits although members have ready requests,
+	// because the unresponsive members are at their bound; Done wakes the
+	// waiting Gets then.
+	capped bool
 
 	shuttingDown bool
 	draining     bool
@@ -80,14 +110,20 @@ func NewWithOptions(o Options) *Queue {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.StallAfter <= 0 {
+		o.StallAfter = DefaultStallAfter
+	}
 	q := &Queue{
-		rateLimiter: o.RateLimiter,
-		clock:       o.Clock,
-		maxInFlight: max(0, o.MaxInFlightPerMember),
-		entries:     map[mcreconcile.Request]*entry{},
-		members:     map[multicluster.ClusterName]*member{},
-		wake:        make(chan struct{}, 1),
-		stop:        make(chan struct{}),
+		rateLimiter:     o.RateLimiter,
+		clock:           o.Clock,
+		maxInFlight:     max(0, o.MaxInFlightPerMember),
+		maxUnresponsive: UnresponsiveBound(o.Workers, o.MaxInFlightPerMember),
+		stallAfter:      o.StallAfter,
+		entries:         map[mcreconcile.Request]*entry{},
+		members:         map[multicluster.ClusterName]*member{},
+		busy:            map[*member]struct{}{},
+		wake:            make(chan struct{}, 1),
+		stop:            make(chan struct{}),
 	}
 	q.cond.L = &q.mu
 	q.metrics = newQueueMetrics(o.MetricsProvider, o.Name, o.Clock)
@@ -231,30 +267,99 @@ func (q *Queue) Get() (req mcreconcile.Request, shutdown bool) {
 func (q *Queue) GetWithPriority() (req mcreconcile.Request, priority int, shutdown bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var m *member
 	for {
 		if q.shuttingDown && !q.draining {
 			return req, 0, true
 		}
-		if q.next != nil {
+		if m = q.pick(); m != nil {
 			break
 		}
 		if q.shuttingDown && q.processing == 0 {
 			// Drained: nothing is ready and nothing in flight can be queued again.
 			return req, 0, true
 		}
+		if q.next != nil {
+			q.capped = true
+		}
 		q.cond.Wait()
 	}
 
-	m := q.next
 	e := m.pop()
 	q.ready--
 	e.processing = true
 	m.processing++
 	q.processing++
+	q.seq++
+	e.handedSeq, e.handedAt = q.seq, q.clock.Now()
+	m.pushFlight(e)
+	q.busy[m] = struct{}{}
 	q.next = m.next
 	q.updateRing(m)
 	q.metrics.get(e)
 	return e.req, e.priority, false
+}
+
+// UnresponsiveBound is how many requests in flight the unresponsive members
+// may hold between them, with workers workers and perMember the bound of one
+// member (zero: none): perMember, or workers without one, and at most
+// workers-1, so that a worker is always left to the members that answer. It
+// is -1, no bound, when workers is not known (zero).
+func UnresponsiveBound(workers, perMember int) int {
+	if workers <= 0 {
+		return -1
+	}
+	bound := workers - 1
+	if perMember > 0 {
+		bound = min(bound, perMember)
+	}
+	return bound
+}
+
+// pick returns the member whose turn it is among those that may be handed a
+// request now, or nil; q.mu is held. Members in the ring are under their own
+// bound; of those, an unresponsive one is passed over while the unresponsive
+// members hold maxUnresponsive requests or more.
+func (q *Queue) pick() *member {
+	if q.next == nil || q.maxUnresponsive < 0 {
+		return q.next
+	}
+	now := q.clock.Now()
+	if !q.unresponsive(q.next, now) {
+		return q.next
+	}
+	if q.unresponsiveInFlight(now) < q.maxUnresponsive {
+		return q.next
+	}
+	for m := q.next.next; m != q.next; m = m.next {
+		if !q.unresponsive(m, now) {
+			return m
+		}
+	}
+	return nil
+}
+
+// unresponsive reports whether m has a request in flight that no request of
+// m has been done since, or that has been in flight for stallAfter; q.mu is
+// held. The oldest request in flight tells: it is the first to go unanswered
+// and the first to stall.
+func (q *Queue) unresponsive(m *member, now time.Time) bool {
+	oldest := m.flightHead
+	if oldest == nil {
+		return false
+	}
+	return m.doneSeq < oldest.handedSeq || now.Sub(oldest.handedAt) >= q.stallAfter
+}
+
+// unresponsiveInFlight counts the requests in flight of unresponsive members; q.mu is held.
+func (q *Queue) unresponsiveInFlight(now time.Time) int {
+	n := 0
+	for m := range q.busy {
+		if q.unresponsive(m, now) {
+			n += m.processing
+		}
+	}
+	return n
 }
 
 // Done marks req as processed. If it was added while being processed, it is
@@ -268,8 +373,21 @@ func (q *Queue) Done(req mcreconcile.Request) {
 	}
 	q.metrics.done(e)
 	e.processing = false
-	e.member.processing--
+	m := e.member
+	m.processing--
 	q.processing--
+	q.seq++
+	m.doneSeq = q.seq
+	m.unlinkFlight(e)
+	if m.processing == 0 {
+		delete(q.busy, m)
+	}
+	if q.capped {
+		// An unresponsive member's request is done, or a member answered:
+		// the Gets waiting on the bound look again.
+		q.capped = false
+		q.cond.Broadcast()
+	}
 	if e.dirty {
 		e.dirty = false
 		q.enqueue(e)
