@@ -42,8 +42,9 @@ fmt: ## go fmt.
 	$(GO) fmt ./...
 
 .PHONY: vet
-vet: ## go vet.
+vet: ## go vet, the e2e tests (build tag e2e) included.
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
 
 .PHONY: lint
 lint: vet ## gofmt check and go vet.
