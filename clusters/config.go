@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
@@ -249,4 +250,17 @@ func jwtExpiry(token string) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(claims.Exp, 0)
+}
+
+// SameServerAndIdentity reports whether o reaches the same server in the same
+// way as c and differs at most in its bearer token, which then can be swapped
+// in place (Member.SetToken) instead of engaging the member afresh.
+func (c *Config) SameServerAndIdentity(o *Config) bool {
+	a, b := *c.REST, *o.REST
+	if a.BearerToken == "" || b.BearerToken == "" || a.ExecProvider != nil || b.ExecProvider != nil || a.AuthProvider != nil || b.AuthProvider != nil {
+		return false
+	}
+	return a.Host == b.Host && a.APIPath == b.APIPath && a.Username == b.Username && a.Password == b.Password &&
+		reflect.DeepEqual(a.TLSClientConfig, b.TLSClientConfig) && reflect.DeepEqual(a.Impersonate, b.Impersonate) &&
+		a.QPS == b.QPS && a.Burst == b.Burst && a.UserAgent == b.UserAgent && c.RequestTimeout == o.RequestTimeout
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -42,6 +43,10 @@ type Member struct {
 	log        logr.Logger
 	// events is the budget of the Events sent to the member.
 	events *rate.Limiter
+	// token, once set by SetToken, replaces the config's bearer token.
+	token atomic.Pointer[string]
+	// bearer tells whether the config authenticates with a bearer token.
+	bearer bool
 
 	mu       sync.Mutex
 	ctx      context.Context
@@ -58,7 +63,7 @@ type MemberOptions struct {
 	// Logger names the member in every line.
 	Logger logr.Logger
 	// CacheByObject narrows what the member's cache holds per kind, e.g. only
-	// the Deployments the operator manages.
+	// the Deployments the operator manages. Its kinds must be namespaced.
 	CacheByObject map[client.Object]cache.ByObject
 }
 
@@ -72,7 +77,7 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 	m := &Member{name: name, log: log, events: newEventBudget(), conns: &connections{
 		dial: dial,
 		open: map[net.Conn]struct{}{},
-	}}
+	}, bearer: cfg.REST.BearerToken != ""}
 	restCfg := rest.CopyConfig(cfg.REST)
 	restCfg.Dial = m.conns.dialTracked
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -87,6 +92,11 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 		o.Scheme = opts.Scheme
 		o.HTTPClient = httpClient
 		o.Cache.ByObject = opts.CacheByObject
+		// The cache asks the mapper about the kinds of ByObject when it is
+		// built; answer from what is known so that New sends no request.
+		o.MapperProvider = func(c *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
+			return namespacedFirst(c, hc, opts.Scheme, opts.CacheByObject)
+		}
 		o.Logger = log
 		o.Cache.ReaderFailOnMissingInformer = true
 		o.Cache.DefaultWatchErrorHandler = m.recordWatchError
@@ -171,7 +181,8 @@ func (m *Member) Stop() {
 var ErrMemberStopped = errors.New("member stopped")
 
 // stoppable refuses requests once its member is stopped, with an error that
-// says so, instead of letting them fail on a closed connection.
+// says so, instead of letting them fail on a closed connection, and carries
+// the token of SetToken.
 type stoppable struct {
 	member *Member
 	next   http.RoundTripper
@@ -181,7 +192,24 @@ func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.member.stopped.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrMemberStopped, s.member.name)
 	}
+	if token := s.member.token.Load(); token != nil {
+		// Below client-go's bearer auth: replace what it set.
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+*token)
+	}
 	return s.next.RoundTrip(req)
+}
+
+// SetToken makes the member's next requests carry token instead of its
+// config's bearer token, keeping its caches, watches and connections. It
+// changes nothing and reports false unless the member authenticates with a
+// bearer token and token is not empty.
+func (m *Member) SetToken(token string) bool {
+	if !m.bearer || token == "" {
+		return false
+	}
+	m.token.Store(&token)
+	return true
 }
 
 // WrappedRoundTripper lets client-go's utilities reach the transport below.
@@ -287,4 +315,36 @@ type cancelOnClose struct {
 func (c *cancelOnClose) Close() error {
 	defer c.cancel()
 	return c.ReadCloser.Close()
+}
+
+// namespacedFirst is the member's dynamic RESTMapper, which discovers lazily,
+// except that it knows the kinds of byObject as namespaced without asking.
+func namespacedFirst(c *rest.Config, hc *http.Client, scheme *runtime.Scheme, byObject map[client.Object]cache.ByObject) (meta.RESTMapper, error) {
+	dynamic, err := apiutil.NewDynamicRESTMapper(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	known := knownMapper{RESTMapper: dynamic, static: meta.NewDefaultRESTMapper(nil)}
+	for obj := range byObject {
+		gvk, err := apiutil.GVKForObject(obj, scheme)
+		if err != nil {
+			return nil, err
+		}
+		known.static.Add(gvk, meta.RESTScopeNamespace)
+	}
+	return known, nil
+}
+
+// knownMapper answers RESTMapping from static when it can, else from the
+// RESTMapper it wraps.
+type knownMapper struct {
+	meta.RESTMapper
+	static *meta.DefaultRESTMapper
+}
+
+func (k knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	if m, err := k.static.RESTMapping(gk, versions...); err == nil {
+		return m, nil
+	}
+	return k.RESTMapper.RESTMapping(gk, versions...)
 }

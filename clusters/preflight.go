@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/version"
@@ -56,17 +59,24 @@ func (m *Member) ready(ctx context.Context) error {
 	return nil
 }
 
-// Preflight checks, before any cache starts, that the member answers and is
-// ready (else ErrNotReady), serves the kinds of objs (else ErrKindMissing) and
-// lets the operator list them.
-// It returns the member's version. Errors from the API server keep their
-// type, so callers can tell 401 and 403 apart with apierrors.
-func (m *Member) Preflight(ctx context.Context, objs ...client.Object) (string, error) {
-	v, err := m.Version(ctx)
-	if err != nil {
+// Preflight checks, before any cache starts and then as the health probe,
+// that the member answers and is ready (else ErrNotReady), serves the kinds
+// of objs (else ErrKindMissing, also when listing them answers 404) and lets
+// the operator list them. Each step (version, readiness, each list) is
+// bounded by stepTimeout on its own; discovery is bounded by the member's
+// request timeout. It returns the member's version. Errors from the API server
+// keep their type, so callers can tell 401 and 403 apart with apierrors.
+func (m *Member) Preflight(ctx context.Context, stepTimeout time.Duration, objs ...client.Object) (string, error) {
+	step := func(do func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		defer cancel()
+		return do(ctx)
+	}
+	var v string
+	if err := step(func(ctx context.Context) (err error) { v, err = m.Version(ctx); return err }); err != nil {
 		return "", err
 	}
-	if err := m.ready(ctx); err != nil {
+	if err := step(m.ready); err != nil {
 		return v, err
 	}
 	for _, obj := range objs {
@@ -84,7 +94,15 @@ func (m *Member) Preflight(ctx context.Context, objs ...client.Object) (string, 
 		if err != nil {
 			return v, err
 		}
-		if err := m.GetAPIReader().List(ctx, list.(client.ObjectList), client.Limit(1)); err != nil {
+		err = step(func(ctx context.Context) error {
+			return m.GetAPIReader().List(ctx, list.(client.ObjectList), client.Limit(1))
+		})
+		switch {
+		case apierrors.IsNotFound(err):
+			// Discovery still knew the kind, but it is no longer served (its
+			// CRD was deleted).
+			return v, fmt.Errorf("%w: %s (list answered 404)", ErrKindMissing, gvk.GroupKind())
+		case err != nil:
 			return v, fmt.Errorf("list %s: %w", gvk.GroupKind(), err)
 		}
 	}

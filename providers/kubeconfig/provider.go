@@ -50,6 +50,9 @@ const (
 	DefaultFailureThreshold = 3
 	// DefaultMaxRetryDelay caps the backoff between engagement attempts.
 	DefaultMaxRetryDelay = time.Minute
+	// DefaultMinReengageInterval bounds how often a changing kubeconfig
+	// re-engages its member (each engagement lists the member's objects).
+	DefaultMinReengageInterval = 5 * time.Second
 )
 
 var (
@@ -86,6 +89,10 @@ type Options struct {
 	FailureThreshold int
 	// MaxRetryDelay caps the backoff between attempts to engage a failing member.
 	MaxRetryDelay time.Duration
+	// MinReengageInterval is the least time between two engagements of one
+	// member because its kubeconfig changed: a Secret rewritten many times a
+	// second re-engages at most this often, with its latest version.
+	MinReengageInterval time.Duration
 }
 
 func (o *Options) defaults() {
@@ -112,6 +119,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxRetryDelay == 0 {
 		o.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if o.MinReengageInterval == 0 {
+		o.MinReengageInterval = DefaultMinReengageInterval
 	}
 }
 
@@ -143,8 +153,12 @@ type Provider struct {
 	runCtx  context.Context
 	aware   multicluster.Aware
 
-	mu       sync.RWMutex
-	members  map[multicluster.ClusterName]*registration
+	mu      sync.RWMutex
+	members map[multicluster.ClusterName]*registration
+	// parked are the registered members that failed FailureThreshold
+	// probes in a row: their caches are stopped, their connections closed,
+	// and they are probed until they answer, then engaged afresh.
+	parked   map[multicluster.ClusterName]*parking
 	indexers []index
 }
 
@@ -157,6 +171,17 @@ type registration struct {
 	since     time.Time
 	failures  int
 	lastError string
+}
+
+// parking is a registered member that is not engaged until it answers again.
+type parking struct {
+	// prober is a member that is never started: it only runs probes.
+	prober *clusters.Member
+	hash   [sha256.Size]byte
+	cfg    *clusters.Config
+	// since is when the member's last engagement began.
+	since   time.Time
+	version string
 }
 
 type index struct {
@@ -172,6 +197,7 @@ func New(opts Options) *Provider {
 		opts:    opts,
 		started: make(chan struct{}),
 		members: map[multicluster.ClusterName]*registration{},
+		parked:  map[multicluster.ClusterName]*parking{},
 	}
 }
 
@@ -204,11 +230,15 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	<-ctx.Done()
 
 	p.mu.Lock()
-	regs := p.members
-	p.members = map[multicluster.ClusterName]*registration{}
+	regs, parked := p.members, p.parked
+	p.members, p.parked = map[multicluster.ClusterName]*registration{}, map[multicluster.ClusterName]*parking{}
 	p.mu.Unlock()
 	for name, r := range regs {
 		r.member.Stop()
+		clusters.ForgetMetrics(string(name))
+	}
+	for name, pk := range parked {
+		pk.prober.Stop()
 		clusters.ForgetMetrics(string(name))
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -51,10 +52,22 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, fmt.Errorf("get registration Secret %s: %w", req.NamespacedName, err)
 	}
 	if err != nil || !secret.DeletionTimestamp.IsZero() {
-		// The MemberCluster goes with the Secret (owner reference).
+		// Gone from the cache: deleted, being deleted, or no longer labelled.
+		// The MemberCluster goes too; the garbage collector would remove it
+		// with a deleted Secret, but not with one that lost its label.
 		p.disengage(name, log, "registration Secret is gone")
 		clusters.ForgetMetrics(string(name))
+		mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}
+		if err := p.hub.Delete(ctx, mc); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("delete MemberCluster %s: %w", req.NamespacedName, err)
+		}
 		return reconcile.Result{}, nil
+	}
+	if wait := p.reengageWait(name, secret); wait > 0 {
+		// The kubeconfig changed again soon after the last engagement: take
+		// its latest version once the interval has passed.
+		log.V(1).Info("Kubeconfig changed; re-engaging later", "after", wait)
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
 	obs := p.observe(ctx, name, secret, log)
@@ -75,11 +88,16 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 
 	hash := sha256.Sum256(data)
 	p.mu.RLock()
-	current := p.members[name]
+	current, parked := p.members[name], p.parked[name]
 	p.mu.RUnlock()
-	if current != nil && current.hash == hash {
+	switch {
+	case current != nil && current.hash == hash:
 		obs := p.probe(ctx, name, current, log)
 		obs.tokenExpiry = current.cfg.TokenExpiry
+		return obs
+	case parked != nil && parked.hash == hash:
+		obs := p.probeParked(ctx, name, parked, log)
+		obs.tokenExpiry = parked.cfg.TokenExpiry
 		return obs
 	}
 
@@ -96,12 +114,43 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 		return observation{reason: reason, message: err.Error(),
 			err: reconcile.TerminalError(fmt.Errorf("secret %s/%s: %w", secret.Namespace, secret.Name, err))}
 	}
-	if current != nil {
-		p.disengage(name, log, "kubeconfig changed")
+	if current != nil && current.cfg.SameServerAndIdentity(cfg) && current.member.SetToken(cfg.REST.BearerToken) {
+		// Only the bearer token changed: the member keeps its caches and
+		// connections, and its next requests carry the new token.
+		// The next probe, at its interval, tries the new token.
+		log.Info("Swapped the member's token in place")
+		current.hash, current.cfg = hash, cfg
+		return observation{ready: true, reason: v1alpha1.MemberEngagedReason,
+			message: fmt.Sprintf("engaged through context %q; token replaced", cfg.Context),
+			version: current.version, widgets: -1, tokenExpiry: cfg.TokenExpiry,
+			result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
 	}
+	p.disengage(name, log, "kubeconfig changed")
 	obs := p.engage(ctx, name, cfg, hash, log)
 	obs.tokenExpiry = cfg.TokenExpiry
 	return obs
+}
+
+// reengageWait is how long a changed kubeconfig must wait before its member
+// is engaged again: zero unless the member was engaged less than
+// MinReengageInterval ago and the Secret differs from what it runs.
+func (p *Provider) reengageWait(name multicluster.ClusterName, secret *corev1.Secret) time.Duration {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var since time.Time
+	var hash [sha256.Size]byte
+	switch r, pk := p.members[name], p.parked[name]; {
+	case r != nil:
+		since, hash = r.since, r.hash
+	case pk != nil:
+		since, hash = pk.since, pk.hash
+	default:
+		return 0
+	}
+	if hash == sha256.Sum256(secret.Data[SecretKey]) {
+		return 0
+	}
+	return p.opts.MinReengageInterval - time.Since(since)
 }
 
 // engage checks a new member, starts its caches with a bound and engages it.
@@ -111,9 +160,7 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason, message: err.Error(), err: reconcile.TerminalError(err)}
 	}
 	start := time.Now()
-	probeCtx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
-	version, err := member.Preflight(probeCtx, p.opts.WatchedObjects...)
-	cancel()
+	version, err := member.Preflight(ctx, p.opts.ProbeTimeout, p.opts.WatchedObjects...)
 	if err == nil {
 		err = member.StartAndSync(p.runCtx, p.opts.SyncTimeout, p.opts.WatchedObjects...)
 	}
@@ -157,41 +204,67 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 		version: version, widgets: p.countWidgets(ctx, member), result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
 }
 
-// probe checks an engaged member's health. A member that comes back after
-// being Unreachable is engaged afresh, so that its caches relist and every
-// Widget changed meanwhile is reconciled.
+// probe checks an engaged member's health with the checks of its
+// engagement (Member.Preflight: version, readiness, the Widget API served,
+// list permission), so that a member that loses its RBAC or its CRD is seen,
+// not only one that stops answering. After FailureThreshold failures in a
+// row the member is parked.
 func (p *Provider) probe(ctx context.Context, name multicluster.ClusterName, reg *registration, log logr.Logger) observation {
-	probeCtx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
 	start := time.Now()
-	version, err := reg.member.Version(probeCtx)
-	cancel()
+	version, err := reg.member.Preflight(ctx, p.opts.ProbeTimeout, p.opts.WatchedObjects...)
 	clusters.MemberProbeDuration.WithLabelValues(string(name)).Observe(time.Since(start).Seconds())
 	next := reconcile.Result{RequeueAfter: p.opts.ProbeInterval}
+	if err == nil {
+		reg.failures, reg.lastError, reg.version = 0, "", version
+		return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: fmt.Sprintf("engaged through context %q", reg.cfg.Context),
+			version: version, widgets: p.countWidgets(ctx, reg.member), result: next}
+	}
+	clusters.MemberProbeFailures.WithLabelValues(string(name)).Inc()
+	reg.failures++
+	reg.lastError = withoutMemberText(err)
+	if reg.failures < p.opts.FailureThreshold {
+		log.V(1).Info("Probe failed", "failures", reg.failures, "error", err.Error())
+		return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: "engaged; last probe failed: " + reg.lastError,
+			version: reg.version, widgets: p.countWidgets(ctx, reg.member), result: next}
+	}
+	obs := failed(err)
+	obs.version, obs.widgets, obs.result, obs.err = reg.version, -1, next, nil
+	obs.message = fmt.Sprintf("%d probes in a row failed: %s", reg.failures, obs.message)
+	p.park(name, reg, log, obs.reason)
+	return obs
+}
 
+// park stops an engaged member that keeps failing its probes: its caches
+// stop, its connections close (so its in-flight requests fail at once), and
+// its queued requests are dropped as the member is no longer engaged. Nothing
+// is retried against it until a probe passes; then it is engaged afresh, its
+// caches relist, and every Widget changed meanwhile is reconciled.
+func (p *Provider) park(name multicluster.ClusterName, reg *registration, log logr.Logger, why string) {
+	prober, err := clusters.New(string(name), reg.cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log})
+	p.disengage(name, log, "parked: "+why)
+	if err != nil {
+		return // the next reconcile builds the member from the Secret again
+	}
+	p.mu.Lock()
+	p.parked[name] = &parking{prober: prober, hash: reg.hash, cfg: reg.cfg, since: reg.since, version: reg.version}
+	p.mu.Unlock()
+}
+
+// probeParked probes a parked member and engages it afresh once it passes.
+func (p *Provider) probeParked(ctx context.Context, name multicluster.ClusterName, pk *parking, log logr.Logger) observation {
+	start := time.Now()
+	_, err := pk.prober.Preflight(ctx, p.opts.ProbeTimeout, p.opts.WatchedObjects...)
+	clusters.MemberProbeDuration.WithLabelValues(string(name)).Observe(time.Since(start).Seconds())
 	if err != nil {
 		clusters.MemberProbeFailures.WithLabelValues(string(name)).Inc()
-		reg.failures++
-		reg.lastError = err.Error()
-		if reg.failures < p.opts.FailureThreshold {
-			log.V(1).Info("Probe failed", "failures", reg.failures, "error", err.Error())
-			return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: "engaged; last probe failed: " + reg.lastError,
-				version: reg.version, widgets: p.countWidgets(ctx, reg.member), result: next}
-		}
-		// The member stays engaged (its informers retry on their own); probes
-		// go on at their interval rather than with error backoff.
 		obs := failed(err)
-		obs.version, obs.widgets, obs.result, obs.err = reg.version, p.countWidgets(ctx, reg.member), next, nil
-		obs.message = fmt.Sprintf("%d probes in a row failed: %s", reg.failures, obs.message)
+		obs.version, obs.widgets, obs.result, obs.err = pk.version, -1, reconcile.Result{RequeueAfter: p.opts.ProbeInterval}, nil
+		obs.message = "parked until it passes a probe: " + obs.message
 		return obs
 	}
-	if reg.failures >= p.opts.FailureThreshold {
-		log.Info("Member answers again; engaging it afresh", "failures", reg.failures)
-		p.disengage(name, log, "member answers again")
-		return p.engage(ctx, name, reg.cfg, reg.hash, log)
-	}
-	reg.failures, reg.lastError, reg.version = 0, "", version
-	return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: fmt.Sprintf("engaged through context %q", reg.cfg.Context),
-		version: version, widgets: p.countWidgets(ctx, reg.member), result: next}
+	log.Info("Parked member passes its probe; engaging it afresh")
+	p.disengage(name, log, "member answers again")
+	return p.engage(ctx, name, pk.cfg, pk.hash, log)
 }
 
 // failed turns an error from a member into the Ready condition to show. The
@@ -245,13 +318,19 @@ func (p *Provider) countWidgets(ctx context.Context, member *clusters.Member) in
 	return int32(len(list.Items))
 }
 
-// disengage stops the member called name, if any, and waits for its cache to stop.
+// disengage stops the member called name, engaged or parked, if any, and
+// waits for its cache to stop.
 func (p *Provider) disengage(name multicluster.ClusterName, log logr.Logger, why string) {
 	p.mu.Lock()
-	r, ok := p.members[name]
+	r, engaged := p.members[name]
+	pk, parked := p.parked[name]
 	delete(p.members, name)
+	delete(p.parked, name)
 	p.mu.Unlock()
-	if !ok {
+	if parked {
+		pk.prober.Stop()
+	}
+	if !engaged {
 		return
 	}
 	r.member.Stop()
