@@ -112,6 +112,7 @@ func main() {
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
 	)
 	opts := app.DefaultOptions()
+	opts.LeaderElection = false // one manager in-process: no standby to hand over to
 	flag.Float64Var(&opts.MemberQPS, "member-qps", opts.MemberQPS, "widgethub's --member-qps")
 	flag.IntVar(&opts.MemberBurst, "member-burst", opts.MemberBurst, "widgethub's --member-burst")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "widgethub's --max-concurrent-reconciles")

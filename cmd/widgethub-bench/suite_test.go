@@ -37,6 +37,7 @@ func startOperator(f *fleet.Fleet) (stop func() error, err error) {
 		return nil, err
 	}
 	opts := app.DefaultOptions()
+	opts.LeaderElection = false // one manager in-process: no standby to hand over to
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
 	// The flood must build a backlog in the queue, whatever the machine's
 	// speed: the client, not the CPU, holds the flood's reconciles back.

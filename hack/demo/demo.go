@@ -196,6 +196,7 @@ func memberHosts(f *fleet.Fleet) string {
 // startManager runs the hub manager on f's hub and returns its stop function.
 func startManager(ctx context.Context, f *fleet.Fleet, metrics string) (func() error, error) {
 	opts := app.DefaultOptions()
+	opts.LeaderElection = false // one manager in-process: no standby to hand over to
 	opts.MetricsBindAddress = metrics
 	if opts.MetricsBindAddress == "" {
 		opts.MetricsBindAddress = "0"

@@ -68,6 +68,7 @@ func startManager() (stop func() error, err error) {
 // managerOptions are the options of the suite's manager.
 func managerOptions() app.Options {
 	opts := app.DefaultOptions()
+	opts.LeaderElection = false // one manager in-process: no standby to hand over to
 	opts.MetricsBindAddress = "0"
 	opts.HealthProbeBindAddress = "0"
 	opts.MemberSyncTimeout = 10 * time.Second
