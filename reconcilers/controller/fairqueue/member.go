@@ -21,8 +21,8 @@ type entry struct {
 	processing bool
 	dirty      bool
 
-	// prev and next link the entry into its lane while queued.
-	prev, next *entry
+	// inLane links the entry into its lane while queued.
+	inLane link
 
 	// readyAt and heapIndex place the entry in the waiting heap; heapIndex is
 	// -1 when it is not waiting.
@@ -34,11 +34,11 @@ type entry struct {
 	startedAt time.Time
 
 	// While processing, handedSeq and handedAt say when the entry was handed
-	// out, and flightPrev and flightNext link it into its member's requests
-	// in flight, oldest first.
-	handedSeq              uint64
-	handedAt               time.Time
-	flightPrev, flightNext *entry
+	// out, and inFlight links it into its member's requests in flight, oldest
+	// first.
+	handedSeq uint64
+	handedAt  time.Time
+	inFlight  link
 }
 
 func (e *entry) isWaiting() bool { return e.heapIndex >= 0 }
@@ -62,8 +62,8 @@ type member struct {
 	// prev and next link the member into the queue's ring while it may be
 	// handed a request.
 	prev, next *member
-	// flightHead and flightTail hold its requests in flight, oldest first.
-	flightHead, flightTail *entry
+	// flight holds its requests in flight, oldest first.
+	flight entryList
 	// doneSeq is the queue's sequence number of its last Done.
 	doneSeq uint64
 }
@@ -72,46 +72,59 @@ func (m *member) inRing() bool { return m.next != nil }
 
 // lane is a first in, first out list of queued entries of one priority.
 type lane struct {
-	priority   int
-	head, tail *entry
+	priority int
+	entryList
 }
 
-// pushFlight appends e, just handed out, to m's requests in flight.
-func (m *member) pushFlight(e *entry) {
-	e.flightPrev, e.flightNext = m.flightTail, nil
-	if m.flightTail != nil {
-		m.flightTail.flightNext = e
-	} else {
-		m.flightHead = e
-	}
-	m.flightTail = e
-}
+// link threads an entry into one entryList.
+type link struct{ prev, next *entry }
 
-// unlinkFlight removes e, just done, from m's requests in flight.
-func (m *member) unlinkFlight(e *entry) {
-	if e.flightPrev != nil {
-		e.flightPrev.flightNext = e.flightNext
-	} else {
-		m.flightHead = e.flightNext
-	}
-	if e.flightNext != nil {
-		e.flightNext.flightPrev = e.flightPrev
-	} else {
-		m.flightTail = e.flightPrev
-	}
-	e.flightPrev, e.flightNext = nil, nil
-}
+// laneLink and flightLink select the link of an entry that threads it into
+// its lane and into its member's requests in flight.
+func laneLink(e *entry) *link   { return &e.inLane }
+func flightLink(e *entry) *link { return &e.inFlight }
 
-// push appends e to the lane of its priority.
-func (m *member) push(e *entry) {
-	l := m.lane(e.priority)
-	e.prev, e.next = l.tail, nil
+// entryList is a first in, first out list of entries, threaded through one
+// link of each entry, the one that the at function given to its methods
+// selects.
+type entryList struct{ head, tail *entry }
+
+// pushBack appends e to l.
+func (l *entryList) pushBack(e *entry, at func(*entry) *link) {
+	*at(e) = link{prev: l.tail}
 	if l.tail != nil {
-		l.tail.next = e
+		at(l.tail).next = e
 	} else {
 		l.head = e
 	}
 	l.tail = e
+}
+
+// remove takes e, which is in l, out of it.
+func (l *entryList) remove(e *entry, at func(*entry) *link) {
+	lk := at(e)
+	if lk.prev != nil {
+		at(lk.prev).next = lk.next
+	} else {
+		l.head = lk.next
+	}
+	if lk.next != nil {
+		at(lk.next).prev = lk.prev
+	} else {
+		l.tail = lk.prev
+	}
+	*lk = link{}
+}
+
+// pushFlight appends e, just handed out, to m's requests in flight.
+func (m *member) pushFlight(e *entry) { m.flight.pushBack(e, flightLink) }
+
+// unlinkFlight removes e, just done, from m's requests in flight.
+func (m *member) unlinkFlight(e *entry) { m.flight.remove(e, flightLink) }
+
+// push appends e to the lane of its priority.
+func (m *member) push(e *entry) {
+	m.lane(e.priority).pushBack(e, laneLink)
 	e.queued = true
 	m.ready++
 }
@@ -127,17 +140,7 @@ func (m *member) pop() *entry {
 func (m *member) unlink(e *entry) {
 	i := m.laneIndex(e.priority)
 	l := &m.lanes[i]
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		l.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		l.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
+	l.remove(e, laneLink)
 	e.queued = false
 	m.ready--
 	if l.head == nil {

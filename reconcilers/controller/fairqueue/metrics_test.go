@@ -72,14 +72,7 @@ var _ UnresponsiveMetricsProvider = &fakeMetrics{}
 
 func TestMetrics(t *testing.T) {
 	p := &fakeMetrics{values: map[string]float64{}, counts: map[string]int{}}
-	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	q := NewWithOptions(Options{
-		Name:            "widget",
-		MetricsProvider: p,
-		RateLimiter:     workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](time.Second, time.Hour),
-		Clock:           clk,
-	})
-	defer q.ShutDown()
+	q, clk := newTestQueueWith(t, Options{MetricsProvider: p})
 	expect := func(name string, want float64, wantCount int) {
 		t.Helper()
 		if got, count := p.get(name); got != want || count != wantCount {

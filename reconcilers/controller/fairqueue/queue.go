@@ -344,7 +344,7 @@ func (q *Queue) pick() *member {
 // held. The oldest request in flight tells: it is the first to go unanswered
 // and the first to stall.
 func (q *Queue) unresponsive(m *member, now time.Time) bool {
-	oldest := m.flightHead
+	oldest := m.flight.head
 	if oldest == nil {
 		return false
 	}

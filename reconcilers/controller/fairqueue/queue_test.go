@@ -30,12 +30,18 @@ func req(cluster, name string) mcreconcile.Request {
 // newTestQueue returns a queue on a fake clock, shut down when the test ends.
 func newTestQueue(t *testing.T) (*Queue, *clocktesting.FakeClock) {
 	t.Helper()
+	return newTestQueueWith(t, Options{})
+}
+
+// newTestQueueWith is newTestQueue with the bounds and metrics of o; its
+// name, rate limiter (backoff from 1 s to 1 h) and clock are the test's.
+func newTestQueueWith(t *testing.T, o Options) (*Queue, *clocktesting.FakeClock) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	q := NewWithOptions(Options{
-		Name:        t.Name(),
-		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](time.Second, time.Hour),
-		Clock:       clk,
-	})
+	o.Name = t.Name()
+	o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](time.Second, time.Hour)
+	o.Clock = clk
+	q := NewWithOptions(o)
 	t.Cleanup(q.ShutDown)
 	return q, clk
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 )
@@ -24,16 +23,21 @@ type pool struct {
 
 func newPool(t *testing.T, workers, perMember int) (*pool, *clocktesting.FakeClock) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	q := NewWithOptions(Options{
-		Name:                 t.Name(),
-		RateLimiter:          workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](time.Second, time.Hour),
-		Clock:                clk,
-		MaxInFlightPerMember: perMember,
-		Workers:              workers,
-	})
-	t.Cleanup(q.ShutDown)
+	q, clk := newTestQueueWith(t, Options{MaxInFlightPerMember: perMember, Workers: workers})
 	return &pool{t: t, q: q, size: workers}, clk
+}
+
+// answerAtBound queues n requests of member, checks that it takes perMember
+// of the workers, and has it answer its request answered: member counts as
+// answering. The free worker is filled again.
+func (p *pool) answerAtBound(member string, n, perMember int, answered string) {
+	p.t.Helper()
+	addN(p.q, member, n)
+	if got := p.fill(); len(got) != perMember {
+		p.t.Fatalf("%s got %d workers, want %d", member, len(got), perMember)
+	}
+	p.done(req(member, answered))
+	p.fill()
 }
 
 // fill hands out what the queue lets go with a free worker, and returns it.
@@ -149,12 +153,7 @@ func TestMembersThatStopAnsweringTogetherHoldOneBoundBetweenThem(t *testing.T) {
 func TestAnsweringMemberKeepsItsWorkersBesideHangingOnes(t *testing.T) {
 	const workers, perMember = 20, 8
 	p, _ := newPool(t, workers, perMember)
-	addN(p.q, "busy", 100)
-	if got := p.fill(); len(got) != perMember {
-		t.Fatalf("busy got %d workers, want %d", len(got), perMember)
-	}
-	p.done(req("busy", "0")) // busy answers: its other requests in flight are answered
-	p.fill()
+	p.answerAtBound("busy", 100, perMember, "0") // busy answers: its other requests in flight are answered
 
 	addN(p.q, "a", 10)
 	addN(p.q, "b", 10)
@@ -181,13 +180,8 @@ func TestAnsweringMemberKeepsItsWorkersBesideHangingOnes(t *testing.T) {
 func TestMemberWithAStalledRequestIsUnresponsive(t *testing.T) {
 	const workers, perMember = 10, 6
 	p, clk := newPool(t, workers, perMember)
-	addN(p.q, "a", 20)
-	if got := p.fill(); len(got) != perMember {
-		t.Fatalf("a got %d workers, want %d", len(got), perMember)
-	}
-	p.done(req("a", "1")) // a answers; a/0 will hang
-	p.fill()
-	addN(p.q, "b", workers-perMember) // b never answers
+	p.answerAtBound("a", 20, perMember, "1") // a answers; a/0 will hang
+	addN(p.q, "b", workers-perMember)        // b never answers
 	p.fill()
 	if p.of("a") != perMember || p.of("b") != workers-perMember {
 		t.Fatalf("a holds %d, b %d; want %d and %d", p.of("a"), p.of("b"), perMember, workers-perMember)
