@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/widgethub/widgethub/internal/fleet"
 )
 
 // writeCounter reads an API server's count of writes from its own metrics.
@@ -28,8 +26,6 @@ func newWriteCounter(cfg *rest.Config) (*writeCounter, error) {
 	}
 	return &writeCounter{rest: cs.Discovery().RESTClient()}, nil
 }
-
-var labelPair = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
 // writeCounts are counts of write requests an API server served.
 type writeCounts struct {
@@ -57,40 +53,25 @@ func (w *writeCounter) count(ctx context.Context) (writeCounts, error) {
 
 // countWrites sums apiserver_request_total over the write verbs.
 func countWrites(metrics []byte) (writeCounts, error) {
-	const name = "apiserver_request_total{"
+	counts, err := fleet.ParseRequestCounts(metrics)
+	if err != nil {
+		return writeCounts{}, err
+	}
 	var total writeCounts
-	sc := bufio.NewScanner(bytes.NewReader(metrics))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		labels := map[string]string{}
-		for _, m := range labelPair.FindAllStringSubmatch(line[len(name):end], -1) {
-			labels[m[1]] = m[2]
-		}
-		switch labels["verb"] {
+	for _, c := range counts {
+		switch c.Labels["verb"] {
 		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
 		default:
 			continue
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			return writeCounts{}, fmt.Errorf("parse %q: %w", line, err)
-		}
-		total.all += int64(v)
-		deployments := labels["group"] == "apps" && labels["resource"] == "deployments" && labels["subresource"] == ""
-		widgetStatus := labels["resource"] == "widgets" && labels["subresource"] == "status"
+		total.all += int64(c.Count)
+		deployments := c.Labels["group"] == "apps" && c.Labels["resource"] == "deployments" && c.Labels["subresource"] == ""
+		widgetStatus := c.Labels["resource"] == "widgets" && c.Labels["subresource"] == "status"
 		if deployments || widgetStatus {
-			total.controller += int64(v)
+			total.controller += int64(c.Count)
 		}
 	}
-	return total, sc.Err()
+	return total, nil
 }
 
 // apiServerProfile returns a CPU profile of the API server at cfg over d, in
