@@ -22,6 +22,16 @@ import (
 
 const boundsNS = "bounds"
 
+// boundsMember registers alpha, the member of the bounds tests, and creates
+// their namespace in it.
+func boundsMember(t *testing.T) *fleet.ControlPlane {
+	t.Helper()
+	alpha := testFleet.Member("alpha")
+	register(t, "alpha", alpha)
+	ensureNamespace(t, alpha, boundsNS)
+	return alpha
+}
+
 // boundedWidget is a Widget of the bounds tests; edit sets its spec.
 func boundedWidget(name string, edit func(*v1alpha1.WidgetSpec)) *v1alpha1.Widget {
 	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: boundsNS, Name: name}}
@@ -67,9 +77,7 @@ func expectReconciled(t *testing.T, cp *fleet.ControlPlane, key types.Namespaced
 }
 
 func TestWidgetNameLongerThanALabelValueIsRefused(t *testing.T) {
-	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
-	ensureNamespace(t, alpha, boundsNS)
+	alpha := boundsMember(t)
 
 	expectRefused(t, alpha, boundedWidget(strings.Repeat("n", v1alpha1.MaxWidgetNameLength+1), nil),
 		"metadata.name must be at most 63 characters", "app.kubernetes.io/instance")
@@ -84,9 +92,7 @@ func TestWidgetNameLongerThanALabelValueIsRefused(t *testing.T) {
 
 func TestWidgetReplicasAreBounded(t *testing.T) {
 	g := NewWithT(t)
-	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
-	ensureNamespace(t, alpha, boundsNS)
+	alpha := boundsMember(t)
 	ctx := context.Background()
 
 	expectRefused(t, alpha, boundedWidget("too-many", func(s *v1alpha1.WidgetSpec) {
@@ -112,9 +118,7 @@ func TestWidgetReplicasAreBounded(t *testing.T) {
 }
 
 func TestWidgetImageIsBounded(t *testing.T) {
-	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
-	ensureNamespace(t, alpha, boundsNS)
+	alpha := boundsMember(t)
 
 	// An image of MaxWidgetImageLength characters, a plausible reference.
 	image := func(length int) string {
@@ -143,9 +147,7 @@ func TestWidgetImageIsBounded(t *testing.T) {
 // its Deployment once the cause is gone.
 func TestRefusedDeploymentIsReported(t *testing.T) {
 	g := NewWithT(t)
-	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
-	ensureNamespace(t, alpha, boundsNS)
+	alpha := boundsMember(t)
 	ctx := context.Background()
 
 	// Someone else's Deployment has the Widget's name and another selector,
