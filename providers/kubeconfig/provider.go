@@ -171,6 +171,9 @@ type registration struct {
 	since     time.Time
 	failures  int
 	lastError string
+	// probedAt is when the member was last probed, and probed what it showed.
+	probedAt time.Time
+	probed   observation
 }
 
 // parking is a registered member that is not engaged until it answers again.

@@ -200,8 +200,10 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 		message += fmt.Sprintf(" (the current context of %d)", cfg.Contexts)
 	}
 	log.Info("Engaged member", "context", cfg.Context, "host", cfg.REST.Host, "version", version, "took", time.Since(start).Round(time.Millisecond))
-	return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: message,
+	obs := observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: message,
 		version: version, widgets: p.countWidgets(ctx, member), result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
+	reg.probedAt, reg.probed = time.Now(), obs // engaging checked what a probe checks
+	return obs
 }
 
 // probe checks an engaged member's health with the checks of its
@@ -210,6 +212,20 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 // not only one that stops answering. After FailureThreshold failures in a
 // row the member is parked.
 func (p *Provider) probe(ctx context.Context, name multicluster.ClusterName, reg *registration, log logr.Logger) observation {
+	if since := time.Since(reg.probedAt); since < p.opts.ProbeInterval/2 {
+		// Probed a moment ago (a Secret event came between two probes): say
+		// the same again rather than probe the member more often than the
+		// interval, however often the Secret is written.
+		obs := reg.probed
+		obs.result = reconcile.Result{RequeueAfter: p.opts.ProbeInterval - since}
+		return obs
+	}
+	obs := p.probeNow(ctx, name, reg, log)
+	reg.probedAt, reg.probed = time.Now(), obs
+	return obs
+}
+
+func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, reg *registration, log logr.Logger) observation {
 	start := time.Now()
 	version, err := reg.member.Preflight(ctx, p.opts.ProbeTimeout, p.opts.WatchedObjects...)
 	clusters.MemberProbeDuration.WithLabelValues(string(name)).Observe(time.Since(start).Seconds())

@@ -1,0 +1,280 @@
+package app_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+var (
+	deltaOnce sync.Once
+	delta     *fleet.ControlPlane
+	deltaErr  error
+)
+
+// deltaMember is a member of the suite's fleet that only the tests of this
+// file use: they delete its CRD and revoke its rights.
+func deltaMember(t *testing.T) *fleet.ControlPlane {
+	t.Helper()
+	deltaOnce.Do(func() {
+		var planes []*fleet.ControlPlane
+		planes, deltaErr = testFleet.AddMembers("delta")
+		if deltaErr == nil {
+			delta = planes[0]
+			credentials.addKubeconfig(delta.Kubeconfig)
+		}
+	})
+	if deltaErr != nil {
+		t.Fatal(deltaErr)
+	}
+	return delta
+}
+
+// setReplicas changes a Widget's spec.replicas in cp.
+func setReplicas(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, replicas int32) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		w := widget(g, cp, key)
+		w.Spec.Replicas = ptr.To(replicas)
+		g.Expect(cp.Client.Update(context.Background(), w)).To(Succeed())
+	}, eventually, poll).Should(Succeed())
+}
+
+func expectReplicas(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, replicas int32, within time.Duration) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(deployment(g, cp, key).Spec.Replicas).To(Equal(ptr.To(replicas)))
+	}, within, poll).Should(Succeed(), "Deployment %s in %s", key, cp.Name)
+}
+
+// A member whose identity loses its rights, or which loses the Widget CRD,
+// while engaged is reported as such within 30 s, and once fixed is engaged
+// again with its Widgets reconciled, the ones changed meanwhile included.
+func TestLostRightsAndLostCRDAreSeenAndRecovered(t *testing.T) {
+	d := deltaMember(t)
+	ctx := context.Background()
+	installMemberRole(t, d)
+	token := serviceAccountToken(t, d, "widgethub-delta", "widgethub-member")
+	registerData(t, "delta", map[string][]byte{"kubeconfig": tokenKubeconfig(t, d, token)})
+	expectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := types.NamespacedName{Namespace: "shop", Name: "resilient"}
+	createWidget(t, d, key.Namespace, key.Name, 1)
+	expectReplicas(t, d, key, 1, eventually)
+
+	// RBAC revoked: the binding goes.
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "widgethub-delta"}}
+	if err := d.Client.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	expectMemberReady(t, "delta", metav1.ConditionFalse, v1alpha1.MemberForbiddenReason, "403")
+	t.Logf("Forbidden %s after the binding was deleted", time.Since(revoked).Round(time.Millisecond))
+	setReplicas(t, d, key, 2) // changed while the hub may not see it
+
+	// Restored: engaged afresh, and the change made meanwhile lands.
+	serviceAccountToken(t, d, "widgethub-delta", "widgethub-member")
+	restored := time.Now()
+	expectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	expectReplicas(t, d, key, 2, eventually)
+	t.Logf("Engaged and reconciled %s after the binding was restored", time.Since(restored).Round(time.Millisecond))
+
+	// The Widget CRD deleted (and with it every Widget).
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	crd.SetName("widgets.widgethub.io")
+	if err := d.Client.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	expectMemberReady(t, "delta", metav1.ConditionFalse, v1alpha1.MemberWidgetCRDMissingReason)
+	t.Logf("WidgetCRDMissing %s after the CRD was deleted", time.Since(deleted).Round(time.Millisecond))
+	NewWithT(t).Eventually(func() bool {
+		return apierrors.IsNotFound(d.Client.Get(ctx, types.NamespacedName{Name: crd.GetName()}, crd.DeepCopy()))
+	}, eventually, poll).Should(BeTrue(), "the CRD is gone")
+
+	// Restored: a Widget created afterwards is reconciled.
+	if _, err := envtest.InstallCRDs(d.Config, envtest.CRDInstallOptions{Paths: fleet.CRDPaths(), ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	reinstalled := time.Now()
+	expectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	again := types.NamespacedName{Namespace: "shop", Name: "after-crd"}
+	createWidget(t, d, again.Namespace, again.Name, 3)
+	expectReplicas(t, d, again, 3, eventually)
+	t.Logf("Engaged and reconciled %s after the CRD was reinstalled", time.Since(reinstalled).Round(time.Millisecond))
+}
+
+// watchesOf counts the watch and list requests of Widgets and Deployments
+// that cp's API server has served: every engagement starts both anew.
+func watchesOf(t *testing.T, cp *fleet.ControlPlane) (watches, lists float64) {
+	t.Helper()
+	counts, err := fleet.RequestCounts(context.Background(), cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := func(verb string) func(map[string]string) bool {
+		return func(l map[string]string) bool {
+			return l["verb"] == verb && (l["resource"] == "widgets" || l["resource"] == "deployments") && l["subresource"] == ""
+		}
+	}
+	return fleet.SumRequests(counts, ours("WATCH")), fleet.SumRequests(counts, ours("LIST"))
+}
+
+// churn rewrites the registration Secret name every 100 ms for d, cycling
+// through kubeconfigs, and returns the last one written.
+func churn(t *testing.T, name string, d time.Duration, kubeconfigs [][]byte) []byte {
+	t.Helper()
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: hubNS, Name: name}
+	var last []byte
+	for i, end := 0, time.Now().Add(d); time.Now().Before(end); i++ {
+		secret := &corev1.Secret{}
+		if err := testFleet.Hub.Client.Get(ctx, key, secret); err != nil {
+			t.Fatal(err)
+		}
+		last = kubeconfigs[i%len(kubeconfigs)]
+		secret.Data[kubeconfig.SecretKey] = last
+		if err := testFleet.Hub.Client.Update(ctx, secret); err != nil && !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return last
+}
+
+// A registration Secret rewritten ten times a second re-engages its member
+// at a bounded rate and ends on its last version; when only the token
+// changes, the member keeps its caches: no watch or list starts anew.
+func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
+	d := deltaMember(t)
+	installMemberRole(t, d)
+	tokens := []string{
+		serviceAccountToken(t, d, "widgethub-churn", "widgethub-member"),
+		serviceAccountToken(t, d, "widgethub-churn", "widgethub-member"),
+	}
+	withContext := func(token, context string) []byte { return renameContext(t, tokenKubeconfig(t, d, token), context) }
+	// Naming the server "localhost" for TLS (its serving certificate's name)
+	// changes how the hub connects: the member is engaged afresh.
+	byName := func(context string) []byte {
+		return renameContext(t, editKubeconfig(t, tokenKubeconfig(t, d, tokens[0]),
+			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.TLSServerName = "localhost" }), context)
+	}
+	registerData(t, "churn", map[string][]byte{"kubeconfig": withContext(tokens[0], "first")})
+	expectMemberReady(t, "churn", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := types.NamespacedName{Namespace: "shop", Name: "churned"}
+	createWidget(t, d, key.Namespace, key.Name, 1)
+	expectReplicas(t, d, key, 1, eventually)
+
+	// Only the token changes.
+	watches, lists := watchesOf(t, d)
+	churn(t, "churn", 10*time.Second, [][]byte{withContext(tokens[1], "first"), withContext(tokens[0], "first")})
+	setReplicas(t, d, key, 2) // served through the swapped token by the caches kept
+	expectReplicas(t, d, key, 2, eventually)
+	w2, l2 := watchesOf(t, d)
+	t.Logf("token-only churn for 10s: %v watches and %v lists of Widgets and Deployments", w2-watches, l2-lists)
+	if w2 != watches {
+		t.Errorf("a token-only change started %v new watches: the member's caches were rebuilt", w2-watches)
+	}
+
+	// The kubeconfig changes how the hub connects.
+	const window = 30 * time.Second
+	last := churn(t, "churn", window, [][]byte{byName("second"), withContext(tokens[0], "third"), byName("final")})
+	if !strings.Contains(string(last), "final") {
+		last = byName("final")
+		churn(t, "churn", 100*time.Millisecond, [][]byte{last})
+	}
+	expectMemberReady(t, "churn", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, `context "final"`)
+	w3, l3 := watchesOf(t, d)
+	// One engagement per interval at most, each watching two kinds (and
+	// listing them when watch-list is not in use), plus the first.
+	limit := 2 * (window/kubeconfig.DefaultMinReengageInterval + 2)
+	t.Logf("kubeconfig churn for %s: %v watches and %v lists of Widgets and Deployments (limit %d)", window, w3-w2, l3-l2, limit)
+	if w3-w2 > float64(limit) || l3-l2 > float64(limit)+2*float64(window/(5*time.Second)+2) {
+		t.Errorf("%v watches and %v lists in %s of churn; the bound is %d engagements' worth", w3-w2, l3-l2, window, limit)
+	}
+	setReplicas(t, d, key, 3)
+	expectReplicas(t, d, key, 3, eventually)
+}
+
+// Removing the registration label is unregistering: the member is
+// disengaged and its MemberCluster deleted, although the Secret stays.
+func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
+	d := deltaMember(t)
+	register(t, "unlabelled", d)
+	t.Cleanup(func() { unregister(t, "unlabelled") })
+	expectMemberReady(t, "unlabelled", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	ctx := context.Background()
+	secret := &corev1.Secret{}
+	g := NewWithT(t)
+	g.Expect(testFleet.Hub.Client.Get(ctx, types.NamespacedName{Namespace: hubNS, Name: "unlabelled"}, secret)).To(Succeed())
+	delete(secret.Labels, kubeconfig.SecretLabel)
+	g.Expect(testFleet.Hub.Client.Update(ctx, secret)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(testFleet.Hub.Client.Get(ctx, types.NamespacedName{Namespace: hubNS, Name: "unlabelled"}, &v1alpha1.MemberCluster{}))
+	}, eventually, poll).Should(BeTrue(), "the MemberCluster of an unlabelled Secret")
+	g.Eventually(func(g Gomega) []string { return memberSeries(g, "unlabelled") }, eventually, poll).Should(BeEmpty(),
+		"the member's metrics are removed")
+}
+
+// memberSeries names the widgethub_member_* series labelled with cluster.
+func memberSeries(g Gomega, cluster string) []string {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	var found []string
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "widgethub_member_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cluster" && l.GetValue() == cluster {
+					found = append(found, f.GetName())
+				}
+			}
+		}
+	}
+	return found
+}
+
+// renameContext returns kubeconfig with its current context named name.
+func renameContext(t *testing.T, kubeconfig []byte, name string) []byte {
+	t.Helper()
+	raw, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := clusters.CurrentContext(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx := raw.Contexts[cur.Name]
+	delete(raw.Contexts, cur.Name)
+	raw.Contexts[name], raw.CurrentContext = kctx, name
+	out, err := clientcmd.Write(*raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
