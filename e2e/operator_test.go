@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,7 +86,8 @@ func dumpHub(t *testing.T, hub *kube) {
 	var out bytes.Buffer
 	for _, args := range [][]string{
 		{"get", "memberclusters,secrets,pods", "-n", registrationsNS, "-o", "wide"},
-		{"logs", "-n", registrationsNS, "deploy/" + managerName, "--tail", "150"},
+		{"get", "lease", "-n", registrationsNS, "-o", "wide"},
+		{"logs", "-n", registrationsNS, "-l", "app.kubernetes.io/name=" + managerName, "--prefix", "--tail", "150"},
 	} {
 		cmd := exec.Command("kubectl", append([]string{"--kubeconfig", hub.kubeconfig}, args...)...)
 		b, _ := cmd.CombinedOutput()
@@ -93,11 +96,22 @@ func dumpHub(t *testing.T, hub *kube) {
 	t.Logf("hub state after failure:\n%s", out.String())
 }
 
-// engagedSince reads the manager's widgethub_member_engaged_since_seconds of
-// the member through the API server's proxy to the metrics Service: the Unix
-// time of the member's current engagement.
+// engagedSince reads the leading manager's widgethub_member_engaged_since_seconds
+// of the member through the API server's proxy to its Pod (the Service may
+// pick the standby, which engages nothing): the Unix time of the member's
+// current engagement.
 func engagedSince(ctx context.Context, hub *kube, member string) (int64, error) {
-	path := "/api/v1/namespaces/" + registrationsNS + "/services/" + managerName + "-metrics:metrics/proxy/metrics"
+	holder, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", hub.kubeconfig, "get", "lease", "-n", registrationsNS,
+		app.LeaderElectionID, "-o", "jsonpath={.spec.holderIdentity}").Output()
+	if err != nil {
+		return 0, fmt.Errorf("leader election Lease: %w", err)
+	}
+	// controller-runtime's identity is the Pod's hostname, "_", and a UUID.
+	pod, _, _ := strings.Cut(string(holder), "_")
+	if pod == "" {
+		return 0, fmt.Errorf("no manager holds the Lease %s", app.LeaderElectionID)
+	}
+	path := "/api/v1/namespaces/" + registrationsNS + "/pods/" + pod + ":8080/proxy/metrics"
 	out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", hub.kubeconfig, "get", "--raw", path).Output()
 	if err != nil {
 		return 0, fmt.Errorf("manager metrics: %w", err)
