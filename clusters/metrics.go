@@ -9,49 +9,33 @@ const clusterLabel = "cluster"
 
 var (
 	// MemberReady is 1 while the member is engaged and answers its probes, else 0.
-	MemberReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "widgethub_member_ready",
-		Help: "1 when the member is engaged and healthy, 0 otherwise.",
-	}, []string{clusterLabel})
-
+	MemberReady = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_ready",
+		Help: "1 when the member is engaged and healthy, 0 otherwise."})
 	// MemberEngagedSince is the Unix time the member's current engagement began.
-	MemberEngagedSince = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "widgethub_member_engaged_since_seconds",
-		Help: "Unix time at which the member's current engagement began; 0 when not engaged.",
-	}, []string{clusterLabel})
-
+	MemberEngagedSince = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_engaged_since_seconds",
+		Help: "Unix time at which the member's current engagement began; 0 when not engaged."})
 	// MemberProbeDuration observes each health probe's latency.
-	MemberProbeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "widgethub_member_probe_duration_seconds",
-		Help:    "Latency of the member health probes.",
-		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
-	}, []string{clusterLabel})
-
+	MemberProbeDuration = perMember(prometheus.NewHistogramVec, prometheus.HistogramOpts{Name: "widgethub_member_probe_duration_seconds",
+		Help: "Latency of the member health probes.", Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}})
 	// MemberProbeFailures counts failed health probes.
-	MemberProbeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "widgethub_member_probe_failures_total",
-		Help: "Health probes of the member that failed.",
-	}, []string{clusterLabel})
-
+	MemberProbeFailures = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_probe_failures_total",
+		Help: "Health probes of the member that failed."})
 	// MemberWidgets is how many Widgets the member holds, as last counted.
-	MemberWidgets = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "widgethub_member_widgets",
-		Help: "Widgets in the member, as last counted from its cache.",
-	}, []string{clusterLabel})
-
+	MemberWidgets = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_widgets",
+		Help: "Widgets in the member, as last counted from its cache."})
 	// MemberEventsDropped counts the Events not sent to the member because its
 	// Event budget was spent.
-	MemberEventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "widgethub_member_events_dropped_total",
-		Help: "Events for the member dropped because they exceeded its Event budget.",
-	}, []string{clusterLabel})
-
+	MemberEventsDropped = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_events_dropped_total",
+		Help: "Events for the member dropped because they exceeded its Event budget."})
 	// ReconcileErrors counts Widget reconciles that returned an error.
-	ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "widgethub_member_reconcile_errors_total",
-		Help: "Widget reconciles in the member that returned an error.",
-	}, []string{clusterLabel})
+	ReconcileErrors = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_reconcile_errors_total",
+		Help: "Widget reconciles in the member that returned an error."})
 )
+
+// perMember builds a metric vector labelled by cluster with newVec.
+func perMember[O any, V any](newVec func(O, []string) V, opts O) V {
+	return newVec(opts, []string{clusterLabel})
+}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(MemberReady, MemberEngagedSince, MemberProbeDuration,

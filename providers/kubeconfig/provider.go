@@ -96,32 +96,22 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
-	}
-	if o.SyncTimeout == 0 {
-		o.SyncTimeout = DefaultSyncTimeout
-	}
-	if o.MissingKindRetry == 0 {
-		o.MissingKindRetry = DefaultMissingKindRetry
-	}
-	if o.ConcurrentEngagements == 0 {
-		o.ConcurrentEngagements = DefaultConcurrentEngagements
-	}
-	if o.ProbeInterval == 0 {
-		o.ProbeInterval = DefaultProbeInterval
-	}
-	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = DefaultProbeTimeout
-	}
-	if o.FailureThreshold == 0 {
-		o.FailureThreshold = DefaultFailureThreshold
-	}
-	if o.MaxRetryDelay == 0 {
-		o.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	if o.MinReengageInterval == 0 {
-		o.MinReengageInterval = DefaultMinReengageInterval
+	orDefault(&o.Namespace, DefaultNamespace)
+	orDefault(&o.SyncTimeout, DefaultSyncTimeout)
+	orDefault(&o.MissingKindRetry, DefaultMissingKindRetry)
+	orDefault(&o.ConcurrentEngagements, DefaultConcurrentEngagements)
+	orDefault(&o.ProbeInterval, DefaultProbeInterval)
+	orDefault(&o.ProbeTimeout, DefaultProbeTimeout)
+	orDefault(&o.FailureThreshold, DefaultFailureThreshold)
+	orDefault(&o.MaxRetryDelay, DefaultMaxRetryDelay)
+	orDefault(&o.MinReengageInterval, DefaultMinReengageInterval)
+}
+
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 
