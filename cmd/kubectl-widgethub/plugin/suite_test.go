@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -27,37 +28,27 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+	opts := fleet.Options{Members: []string{"alpha", "beta"}, Scheme: clusters.NewScheme(), MemberCRDs: []string{}}
+	os.Exit(fleet.RunTests(m, opts, setUpSuite))
 }
 
-func runSuite(m *testing.M) int {
-	f, err := fleet.Start(fleet.Options{Members: []string{"alpha", "beta"}, Scheme: clusters.NewScheme(), MemberCRDs: []string{}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := f.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
+// setUpSuite writes the fleet's kubeconfig files and the hub's registration
+// namespace; the files go when the tests end.
+func setUpSuite(f *fleet.Fleet) (tearDown func() error, err error) {
 	testFleet = f
 	dir, err := os.MkdirTemp("", "widgethub-plugin-test-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	if kubeconfigs, err = f.WriteKubeconfigs(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	tearDown = func() error { return os.RemoveAll(dir) }
+	if kubeconfigs, err = f.WriteKubeconfigs(dir); err == nil {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}
+		err = f.Hub.Client.Create(context.Background(), ns)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}
-	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if err != nil {
+		return nil, errors.Join(err, tearDown())
 	}
-	return m.Run()
+	return tearDown, nil
 }
 
 // result is what one plugin invocation printed and returned.
