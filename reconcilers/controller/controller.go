@@ -93,7 +93,8 @@ func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.S
 }
 
 // newUnmanaged builds the controller-runtime controller that New wraps: its
-// workers, reconcile deadline and fair queue as opts say.
+// workers, reconcile deadline and fair queue as opts say, and retries within
+// each member's budget (retry.go).
 func newUnmanaged(name string, opts Options) (crcontroller.TypedController[mcreconcile.Request], error) {
 	workers := max(1, opts.MaxConcurrentReconciles)
 	perMember := PerMember(workers, opts.MaxConcurrentReconcilesPerMember)
@@ -108,6 +109,7 @@ func newUnmanaged(name string, opts Options) (crcontroller.TypedController[mcrec
 		Reconciler:              opts.Reconciler,
 		MaxConcurrentReconciles: workers,
 		ReconciliationTimeout:   timeout,
+		RateLimiter:             retryRateLimiter(),
 		LogConstructor:          opts.LogConstructor,
 		NewQueue: func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
 			return fairqueue.NewWithOptions(fairqueue.Options{

@@ -24,7 +24,11 @@
 // through controller-runtime's ReconciliationTimeout; a reconcile that runs
 // past it is counted in controller_runtime_reconcile_timeouts_total. The queue
 // reports its measurements as widgethub_workqueue_* metrics (metrics.go),
-// among them widgethub_workqueue_unresponsive_in_flight.
+// among them widgethub_workqueue_unresponsive_in_flight. A failed request is
+// retried after the larger of its own backoff (5ms doubling to 1000s) and its
+// member's retry budget (MemberRetryRate per second, MemberRetryBurst at
+// once; retry.go), so that a member failing every write spends its own budget
+// of hub time, not the others'.
 //
 // # Implementation
 //
