@@ -47,6 +47,8 @@ type Member struct {
 	token atomic.Pointer[string]
 	// bearer tells whether the config authenticates with a bearer token.
 	bearer bool
+	// reconciles and failed count the Widget reconciles since ResetReconciles.
+	reconciles, failed atomic.Int64
 
 	mu       sync.Mutex
 	ctx      context.Context
@@ -347,4 +349,27 @@ func (k knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 		return m, nil
 	}
 	return k.RESTMapper.RESTMapping(gk, versions...)
+}
+
+// RecordReconcile counts one reconcile of the member's objects and whether it
+// failed (err != nil), in widgethub_member_reconcile_errors_total and in the
+// counts ReconcileCounts reports.
+func (m *Member) RecordReconcile(err error) {
+	m.reconciles.Add(1)
+	if err != nil {
+		m.failed.Add(1)
+		ReconcileErrors.WithLabelValues(m.name).Inc()
+	}
+}
+
+// ReconcileCounts reports the reconciles recorded since the last
+// ResetReconciles, and how many of them failed.
+func (m *Member) ReconcileCounts() (total, failed int64) {
+	return m.reconciles.Load(), m.failed.Load()
+}
+
+// ResetReconciles starts the counts of ReconcileCounts anew.
+func (m *Member) ResetReconciles() {
+	m.reconciles.Store(0)
+	m.failed.Store(0)
 }

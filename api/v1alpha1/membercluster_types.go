@@ -28,6 +28,9 @@ const (
 	MemberUnauthorizedReason = "Unauthorized"
 	// MemberForbiddenReason: the member forbids what the operator needs (403).
 	MemberForbiddenReason = "Forbidden"
+	// MemberDegradedReason: the member answers its probes, but most of its
+	// Widget reconciles fail (for example, its writes are refused).
+	MemberDegradedReason = "Degraded"
 
 	// MemberTokenExpiring is True while the registration's bearer token
 	// expires within TokenExpiryWarning; absent when its expiry is unknown

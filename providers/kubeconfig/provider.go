@@ -164,6 +164,9 @@ type registration struct {
 	// probedAt is when the member was last probed, and probed what it showed.
 	probedAt time.Time
 	probed   observation
+	// degraded is the verdict on the member's last reconciles.
+	degraded        bool
+	degradedMessage string
 }
 
 // parking is a registered member that is not engaged until it answers again.

@@ -232,8 +232,18 @@ func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, 
 	next := reconcile.Result{RequeueAfter: p.opts.ProbeInterval}
 	if err == nil {
 		reg.failures, reg.lastError, reg.version = 0, "", version
-		return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: fmt.Sprintf("engaged through context %q", reg.cfg.Context),
+		obs := observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: fmt.Sprintf("engaged through context %q", reg.cfg.Context),
 			version: version, widgets: p.countWidgets(ctx, reg.member), result: next}
+		if total, failed := reg.member.ReconcileCounts(); total >= minReconcilesToJudge {
+			// Judged on enough reconciles; with fewer, the last verdict stands.
+			reg.degraded = failed*2 > total
+			reg.degradedMessage = fmt.Sprintf("answers its probes, but %d of its last %d Widget reconciles failed; see the Widgets' Ready conditions", failed, total)
+			reg.member.ResetReconciles()
+		}
+		if reg.degraded {
+			obs.ready, obs.reason, obs.message = false, v1alpha1.MemberDegradedReason, reg.degradedMessage
+		}
+		return obs
 	}
 	clusters.MemberProbeFailures.WithLabelValues(string(name)).Inc()
 	reg.failures++
@@ -249,6 +259,10 @@ func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, 
 	p.park(name, reg, log, obs.reason)
 	return obs
 }
+
+// minReconcilesToJudge is how many Widget reconciles a member's error rate is
+// judged on: more than half of them failing makes it Degraded.
+const minReconcilesToJudge = 10
 
 // park stops an engaged member that keeps failing its probes: its caches
 // stop, its connections close (so its in-flight requests fail at once), and

@@ -82,24 +82,27 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 }
 
 // Reconcile brings one Widget of one member to its desired state.
+// Its outcome is recorded on the member (Member.RecordReconcile), whose
+// error rate its health reports.
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
-	result, err := r.reconcile(ctx, req)
-	if err != nil {
-		clusters.ReconcileErrors.WithLabelValues(string(req.ClusterName)).Inc()
+	cl, err := r.Clusters.GetCluster(ctx, req.ClusterName)
+	if err == nil {
+		var result ctrl.Result
+		result, err = r.reconcile(ctx, cl, req)
+		if member, ok := cl.(*clusters.Member); ok {
+			member.RecordReconcile(err)
+		}
+		return result, err
 	}
-	return result, err
+	if errors.Is(err, multicluster.ErrClusterNotFound) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Member is no longer engaged; dropping the request")
+		return ctrl.Result{}, nil
+	}
+	clusters.ReconcileErrors.WithLabelValues(string(req.ClusterName)).Inc()
+	return ctrl.Result{}, fmt.Errorf("get member %q: %w", req.ClusterName, err)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	cl, err := r.Clusters.GetCluster(ctx, req.ClusterName)
-	if err != nil {
-		if errors.Is(err, multicluster.ErrClusterNotFound) {
-			log.V(1).Info("Member is no longer engaged; dropping the request")
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get member %q: %w", req.ClusterName, err)
-	}
+func (r *Reconciler) reconcile(ctx context.Context, cl cluster.Cluster, req mcreconcile.Request) (ctrl.Result, error) {
 	c := cl.GetClient()
 
 	widget := &v1alpha1.Widget{}

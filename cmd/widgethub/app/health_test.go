@@ -2,14 +2,18 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -19,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -277,4 +282,88 @@ func renameContext(t *testing.T, kubeconfig []byte, name string) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// denyDeploymentWrites makes cp's API server refuse every Deployment create
+// and update in namespace ns, through a ValidatingAdmissionPolicy: a member
+// that answers its probes but whose writes all fail. The returned function
+// lifts it.
+func denyDeploymentWrites(t *testing.T, cp *fleet.ControlPlane, ns string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-deployments-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "Deployments are refused here (test)"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			},
+		},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := cp.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var once sync.Once
+	lift = func() {
+		once.Do(func() {
+			for _, obj := range []client.Object{binding, policy} {
+				if err := cp.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	t.Cleanup(lift)
+	return lift
+}
+
+// A member that answers its probes but refuses most of what the hub writes
+// turns Degraded, and Engaged again once its writes succeed.
+func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
+	d := deltaMember(t)
+	const ns, widgets = "refused", 12
+	register(t, "degraded", d)
+	t.Cleanup(func() { unregister(t, "degraded") })
+	expectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	ensureNamespace(t, d, ns)
+	lift := denyDeploymentWrites(t, d, ns)
+	// The policy is in force once a write of ours is refused.
+	NewWithT(t).Eventually(func() error {
+		return d.Client.Create(context.Background(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}}}, client.DryRunAll)
+	}, eventually, poll).Should(MatchError(ContainSubstring("refused here")))
+
+	for i := range widgets {
+		createWidget(t, d, ns, fmt.Sprintf("w-%02d", i), 1)
+	}
+	expectMemberReady(t, "degraded", metav1.ConditionFalse, v1alpha1.MemberDegradedReason, "Widget reconciles failed")
+
+	lift()
+	// Each change is reconciled at once, not at its backoff: enough
+	// successes to judge the member again.
+	for i := range widgets {
+		setReplicas(t, d, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w-%02d", i)}, 2)
+	}
+	for i := range widgets {
+		expectReplicas(t, d, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w-%02d", i)}, 2, eventually)
+	}
+	expectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }
