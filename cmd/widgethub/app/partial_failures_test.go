@@ -393,8 +393,9 @@ func round(ds []time.Duration) []time.Duration {
 }
 
 // One member's 429 storm (every write refused with Retry-After: 1, which
-// client-go retries ten times), its 500s on every write, or 2s of latency on
-// each of its writes (its reads, probes and watches as fast as ever), each
+// client-go retries ten times), its 500s on every write, a TCP reset for
+// every write, or 2s of latency on each of its writes (its reads, probes and
+// watches as fast as ever), each
 // met while 64 of its Widgets change: beta's changes take no longer than
 // without the fault (within 2x of the median measured just before, see
 // slowerLimit); gamma never holds more than its bound of workers nor retries
@@ -422,6 +423,9 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 	}{
 		{"429", fleet.Fault{Status: http.StatusTooManyRequests, RetryAfter: time.Second, Match: fleet.Writes}, true},
 		{"500", fleet.Fault{Status: http.StatusInternalServerError, Match: fleet.Writes}, true},
+		// Each write resets its connection, and with it every request and
+		// watch that shares it (HTTP/2).
+		{"reset", fleet.Fault{Reset: true, Match: fleet.Writes}, true},
 		{"latency", fleet.Fault{Latency: 2 * time.Second, Match: fleet.Writes}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
