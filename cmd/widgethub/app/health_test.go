@@ -25,7 +25,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
@@ -243,21 +242,15 @@ func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
 		"the member's metrics are removed")
 }
 
-// memberSeries names the widgethub_member_* series labelled with cluster.
+// memberSeries names the widgethub_member_* families with series labelled
+// with cluster.
 func memberSeries(g Gomega, cluster string) []string {
-	families, err := ctrlmetrics.Registry.Gather()
+	series, err := seriesLabelled("cluster", cluster)
 	g.Expect(err).NotTo(HaveOccurred())
 	var found []string
-	for _, f := range families {
-		if !strings.HasPrefix(f.GetName(), "widgethub_member_") {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "cluster" && l.GetValue() == cluster {
-					found = append(found, f.GetName())
-				}
-			}
+	for family := range series {
+		if strings.HasPrefix(family, "widgethub_member_") {
+			found = append(found, family)
 		}
 	}
 	return found

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -209,22 +211,33 @@ func TestWidgetFollowsSpecAndDeployment(t *testing.T) {
 	expectWidgetStatus(t, alpha, key, 3, metav1.ConditionFalse, "", "3/4 replicas available")
 }
 
-// counterSum adds up the counter family's series whose label has value.
-func counterSum(g Gomega, family, label, value string) float64 {
+// seriesLabelled returns, by family name, the series of the manager's
+// metrics registry whose label has value.
+func seriesLabelled(label, value string) (map[string][]*dto.Metric, error) {
 	families, err := ctrlmetrics.Registry.Gather()
-	g.Expect(err).NotTo(HaveOccurred())
-	var total float64
+	if err != nil {
+		return nil, err
+	}
+	found := map[string][]*dto.Metric{}
 	for _, f := range families {
-		if f.GetName() != family {
-			continue
-		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					total += m.GetCounter().GetValue()
+					found[f.GetName()] = append(found[f.GetName()], m)
 				}
 			}
 		}
+	}
+	return found, nil
+}
+
+// counterSum adds up the counter family's series whose label has value.
+func counterSum(g Gomega, family, label, value string) float64 {
+	series, err := seriesLabelled(label, value)
+	g.Expect(err).NotTo(HaveOccurred())
+	var total float64
+	for _, m := range series[family] {
+		total += m.GetCounter().GetValue()
 	}
 	return total
 }

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
@@ -91,24 +90,11 @@ func gaugeValue(g Gomega, family, label, value string) (float64, bool) {
 
 // gatherGauge is gaugeValue for goroutines without a Gomega.
 func gatherGauge(family, label, value string) (total float64, found bool, err error) {
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return 0, false, err
+	series, err := seriesLabelled(label, value)
+	for _, m := range series[family] {
+		total += m.GetGauge().GetValue()
 	}
-	for _, f := range families {
-		if f.GetName() != family {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					total += m.GetGauge().GetValue()
-					found = true
-				}
-			}
-		}
-	}
-	return total, found, nil
+	return total, len(series[family]) > 0, err
 }
 
 // widgetsOf creates n Widgets in cp's partial namespace, deleted with their
