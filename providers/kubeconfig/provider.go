@@ -154,11 +154,8 @@ type Provider struct {
 
 // registration is an engaged member and what its probes have seen.
 type registration struct {
+	engagement
 	member    *clusters.Member
-	hash      [sha256.Size]byte
-	cfg       *clusters.Config
-	version   string
-	since     time.Time
 	failures  int
 	lastError string
 	// probedAt is when the member was last probed, and probed what it showed.
@@ -171,11 +168,18 @@ type registration struct {
 
 // parking is a registered member that is not engaged until it answers again.
 type parking struct {
+	engagement
 	// prober is a member that is never started: it only runs probes.
 	prober *clusters.Member
-	hash   [sha256.Size]byte
-	cfg    *clusters.Config
-	// since is when the member's last engagement began.
+}
+
+// engagement is what a member was engaged with, kept while it is parked.
+type engagement struct {
+	// hash is the SHA-256 of the kubeconfig it was engaged with, cfg that
+	// kubeconfig's config.
+	hash [sha256.Size]byte
+	cfg  *clusters.Config
+	// since is when the engagement began; version the member's last known version.
 	since   time.Time
 	version string
 }

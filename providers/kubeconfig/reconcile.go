@@ -63,21 +63,28 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 		return reconcile.Result{}, nil
 	}
-	if wait := p.reengageWait(name, secret); wait > 0 {
+	hash := sha256.Sum256(secret.Data[SecretKey])
+	p.mu.RLock()
+	current, parked := p.members[name], p.parked[name]
+	p.mu.RUnlock()
+	if wait := p.reengageWait(current, parked, hash); wait > 0 {
 		// The kubeconfig changed again soon after the last engagement: take
 		// its latest version once the interval has passed.
 		log.V(1).Info("Kubeconfig changed; re-engaging later", "after", wait)
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
-	obs := p.observe(ctx, name, secret, log)
+	obs := p.observe(ctx, name, secret, hash, current, parked, log)
 	if err := p.recordStatus(ctx, secret, obs); err != nil {
 		return reconcile.Result{}, errors.Join(obs.err, err)
 	}
 	return obs.result, obs.err
 }
 
-func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret, log logr.Logger) observation {
+// observe acts on the Secret's kubeconfig (whose SHA-256 is hash) given the
+// member's current engagement or parking, if any.
+func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret, hash [sha256.Size]byte,
+	current *registration, parked *parking, log logr.Logger) observation {
 	data := secret.Data[SecretKey]
 	if len(data) == 0 {
 		p.disengage(name, log, "registration Secret has no kubeconfig")
@@ -86,10 +93,6 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 			err:     reconcile.TerminalError(fmt.Errorf("secret %s/%s has no %q data key", secret.Namespace, secret.Name, SecretKey))}
 	}
 
-	hash := sha256.Sum256(data)
-	p.mu.RLock()
-	current, parked := p.members[name], p.parked[name]
-	p.mu.RUnlock()
 	switch {
 	case current != nil && current.hash == hash:
 		obs := p.probe(ctx, name, current, log)
@@ -131,26 +134,23 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 	return obs
 }
 
-// reengageWait is how long a changed kubeconfig must wait before its member
-// is engaged again: zero unless the member was engaged less than
-// MinReengageInterval ago and the Secret differs from what it runs.
-func (p *Provider) reengageWait(name multicluster.ClusterName, secret *corev1.Secret) time.Duration {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	var since time.Time
-	var hash [sha256.Size]byte
-	switch r, pk := p.members[name], p.parked[name]; {
-	case r != nil:
-		since, hash = r.since, r.hash
-	case pk != nil:
-		since, hash = pk.since, pk.hash
+// reengageWait is how long a changed kubeconfig (whose SHA-256 is hash) must
+// wait before its member is engaged again: zero unless the member, engaged or
+// parked, was engaged less than MinReengageInterval ago with another one.
+func (p *Provider) reengageWait(current *registration, parked *parking, hash [sha256.Size]byte) time.Duration {
+	var last engagement
+	switch {
+	case current != nil:
+		last = current.engagement
+	case parked != nil:
+		last = parked.engagement
 	default:
 		return 0
 	}
-	if hash == sha256.Sum256(secret.Data[SecretKey]) {
+	if last.hash == hash {
 		return 0
 	}
-	return p.opts.MinReengageInterval - time.Since(since)
+	return p.opts.MinReengageInterval - time.Since(last.since)
 }
 
 // engage checks a new member, starts its caches with a bound and engages it.
@@ -178,7 +178,7 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 		return obs
 	}
 
-	reg := &registration{member: member, hash: hash, cfg: cfg, version: version, since: time.Now()}
+	reg := &registration{member: member, engagement: engagement{hash: hash, cfg: cfg, version: version, since: time.Now()}}
 	p.mu.Lock()
 	for _, idx := range p.indexers {
 		if err := member.GetFieldIndexer().IndexField(member.Context(), idx.obj, idx.field, idx.extract); err != nil {
@@ -276,7 +276,7 @@ func (p *Provider) park(name multicluster.ClusterName, reg *registration, log lo
 		return // the next reconcile builds the member from the Secret again
 	}
 	p.mu.Lock()
-	p.parked[name] = &parking{prober: prober, hash: reg.hash, cfg: reg.cfg, since: reg.since, version: reg.version}
+	p.parked[name] = &parking{engagement: reg.engagement, prober: prober}
 	p.mu.Unlock()
 }
 
