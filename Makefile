@@ -65,6 +65,8 @@ test: lint verify ## Run all tests against real API servers built from source.
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test $(TEST_FLAGS) ./...
 	# The fairness timing test, built only without -race (see cmd/widgethub-bench/fairness_test.go).
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run TestQuietMemberIsServedDuringAFlood ./cmd/widgethub-bench/
+	# The shared queue's Go benchmarks, at a few iterations, so that they keep building and running.
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 100x ./reconcilers/controller/fairqueue/
 
 ##@ Performance
 

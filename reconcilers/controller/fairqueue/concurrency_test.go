@@ -53,7 +53,7 @@ func testConcurrentProducersAndWorkers(t *testing.T, bound, poolSize int) {
 	}
 
 	producing.Wait()
-	waitFor(func() bool { // every request processed, none delayed
+	waitFor(t, "every request processed, none delayed", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return len(q.entries) == 0

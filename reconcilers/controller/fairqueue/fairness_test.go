@@ -190,7 +190,7 @@ func TestMembersAreFreedWhenEmpty(t *testing.T) {
 		if handedOut != 300 {
 			t.Fatalf("handed out %d requests, want 300", handedOut)
 		}
-		step(q, clk, time.Second)
+		step(t, q, clk, time.Second)
 		for q.Len() > 0 {
 			q.Done(mustGet(t, q))
 		}
@@ -211,27 +211,22 @@ func TestMaxInFlightPerMemberLeavesWorkersForOthers(t *testing.T) {
 	}
 	expectLen(t, q, 2) // a3 and a4 stay ready, though a may not take them now
 
-	got := make(chan mcreconcile.Request)
-	go func() { got <- mustGet(t, q) }()
-	select {
-	case r := <-got:
-		t.Fatalf("Get handed out %v while a had 2 in flight", r)
-	case <-time.After(50 * time.Millisecond):
-	}
+	// A worker that reaches Get waits there: a's ready requests are not
+	// handed out while a has 2 in flight.
+	got := getInBackground(q)
+	waitForBlockedGets(t, 1)
+	expectStillBlocked(t, got, "while a had 2 in flight")
 	q.Add(req("c", "1")) // another member is served at once
-	if r := <-got; r != req("c", "1") {
+	if r := receive(t, got); r != req("c", "1") {
 		t.Fatalf("Get = %v, want c/1", r)
 	}
 
 	q.Done(req("b", "1")) // b's slot does not free a's
-	go func() { got <- mustGet(t, q) }()
-	select {
-	case r := <-got:
-		t.Fatalf("Get handed out %v while a had 2 in flight", r)
-	case <-time.After(50 * time.Millisecond):
-	}
+	got = getInBackground(q)
+	waitForBlockedGets(t, 1)
+	expectStillBlocked(t, got, "while a had 2 in flight")
 	q.Done(req("a", "1"))
-	if r := <-got; r != req("a", "3") {
+	if r := receive(t, got); r != req("a", "3") {
 		t.Fatalf("Get = %v, want a/3", r)
 	}
 	// A request added again while processed comes back within the bound.

@@ -1,6 +1,8 @@
 package fairqueue
 
 import (
+	"bytes"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -82,9 +84,19 @@ func expectLen(t *testing.T, q *Queue, want int) {
 	}
 }
 
-// waitFor polls cond until it holds; the test's own timeout bounds it.
-func waitFor(cond func() bool) {
-	for !cond() {
+// waitForDeadline bounds every wait of these tests: a condition that never
+// comes fails its test with what it waited for, instead of hanging until go
+// test's timeout ends the whole package.
+const waitForDeadline = 30 * time.Second
+
+// waitFor polls cond until it holds, and fails t (from the test's goroutine)
+// naming what when waitForDeadline passes first.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(waitForDeadline); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", waitForDeadline, what)
+		}
 		runtime.Gosched()
 		time.Sleep(time.Millisecond)
 	}
@@ -92,19 +104,94 @@ func waitFor(cond func() bool) {
 
 // waitForTimer waits until the waiting loop armed a timer on the fake clock,
 // so that a later Step fires it.
-func waitForTimer(clk *clocktesting.FakeClock) {
-	waitFor(clk.HasWaiters)
+func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	waitFor(t, "the waiting loop to arm a timer", clk.HasWaiters)
+}
+
+// blockedInGet counts the goroutines of this process that wait in a Queue's
+// Get (on its condition variable): a worker that has reached Get and found
+// nothing it may take, not one that is about to call it.
+func blockedInGet() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	blocked := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("sync.(*Cond).Wait")) && bytes.Contains(g, []byte("fairqueue.(*Queue).GetWithPriority(")) {
+			blocked++
+		}
+	}
+	return blocked
+}
+
+// waitForBlockedGets waits until n goroutines wait in Get (the tests of this
+// package run one at a time, so they are the test's).
+func waitForBlockedGets(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d goroutines blocked in Get", n), func() bool { return blockedInGet() == n })
+}
+
+// got is what a Get in the background returned.
+type got struct {
+	req      mcreconcile.Request
+	shutdown bool
+}
+
+// getInBackground calls q.Get on a goroutine of its own and delivers what it
+// returned; the test's goroutine checks it (t.Fatal may not be called from
+// another goroutine).
+func getInBackground(q *Queue) <-chan got {
+	c := make(chan got, 1)
+	go func() {
+		r, shutdown := q.Get()
+		c <- got{r, shutdown}
+	}()
+	return c
+}
+
+// receive waits for the background Get of c and returns its request; it
+// fails t when the queue shut down instead or nothing came by the deadline.
+func receive(t *testing.T, c <-chan got) mcreconcile.Request {
+	t.Helper()
+	select {
+	case g := <-c:
+		if g.shutdown {
+			t.Fatal("Get reported shutdown")
+		}
+		return g.req
+	case <-time.After(waitForDeadline):
+		t.Fatalf("a Get still waits after %s", waitForDeadline)
+	}
+	return mcreconcile.Request{}
+}
+
+// expectStillBlocked fails t when the background Get of c has returned.
+func expectStillBlocked(t *testing.T, c <-chan got, why string) {
+	t.Helper()
+	select {
+	case g := <-c:
+		t.Fatalf("Get returned %v (shutdown %v) %s", g.req, g.shutdown, why)
+	default:
+	}
 }
 
 // step moves the fake clock by d once the waiting loop armed a timer, and waits
 // until the loop has moved every due request out of the waiting heap. It wakes
 // the loop meanwhile: a loop that read the time just before the step arms its
 // timer relative to the stepped clock and would otherwise sleep past the due time.
-func step(q *Queue, clk *clocktesting.FakeClock, d time.Duration) {
-	waitForTimer(clk)
+func step(t *testing.T, q *Queue, clk *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	waitForTimer(t, clk)
 	clk.Step(d)
 	now := clk.Now()
-	waitFor(func() bool {
+	waitFor(t, "the due requests to leave the waiting heap", func() bool {
 		q.wakeWaitingLoop()
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -162,23 +249,13 @@ func TestRequestBeingProcessedIsNotHandedOutTwice(t *testing.T) {
 	expectGet(t, q, b)
 	q.Done(b)
 
-	got := make(chan mcreconcile.Request)
-	go func() {
-		r, _ := q.Get()
-		got <- r
-	}()
-	waitFor(func() bool { // the second worker is blocked in Get
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.ready == 0 && q.processing == 1
-	})
-	select {
-	case r := <-got:
-		t.Fatalf("Get handed out %v while %v is being processed", r, a)
-	default:
-	}
+	got := getInBackground(q)
+	// The second worker has reached Get and waits there: it saw a queued
+	// again while processed and did not take it.
+	waitForBlockedGets(t, 1)
+	expectStillBlocked(t, got, "while "+a.String()+" is being processed")
 	q.Done(a)
-	if r := <-got; r != a {
+	if r := receive(t, got); r != a {
 		t.Fatalf("Get after Done = %v, want %v", r, a)
 	}
 	expectLen(t, q, 0)
@@ -206,9 +283,9 @@ func TestAddRateLimitedBacksOffUntilForget(t *testing.T) {
 		if got := q.NumRequeues(a); got != i+1 {
 			t.Fatalf("NumRequeues = %d, want %d", got, i+1)
 		}
-		step(q, clk, delay-time.Millisecond)
+		step(t, q, clk, delay-time.Millisecond)
 		expectLen(t, q, 0)
-		step(q, clk, time.Millisecond)
+		step(t, q, clk, time.Millisecond)
 		expectLen(t, q, 1)
 		expectGet(t, q, a)
 		q.Done(a)
@@ -219,7 +296,7 @@ func TestAddRateLimitedBacksOffUntilForget(t *testing.T) {
 		t.Fatalf("NumRequeues after Forget = %d, want 0", got)
 	}
 	q.AddRateLimited(a)
-	step(q, clk, time.Second)
+	step(t, q, clk, time.Second)
 	expectServed(t, q, a)
 }
 
@@ -233,11 +310,11 @@ func TestAddAfter(t *testing.T) {
 		name: "delays",
 		run: func(q *Queue, clk *clocktesting.FakeClock) []mcreconcile.Request {
 			q.AddAfter(a, 10*time.Second)
-			step(q, clk, 9*time.Second)
+			step(t, q, clk, 9*time.Second)
 			if q.Len() != 0 {
 				return nil
 			}
-			step(q, clk, time.Second)
+			step(t, q, clk, time.Second)
 			return []mcreconcile.Request{a}
 		},
 	}, {
@@ -253,7 +330,7 @@ func TestAddAfter(t *testing.T) {
 			q.AddAfter(a, 10*time.Second)
 			q.AddAfter(a, 5*time.Second)
 			q.AddAfter(a, 7*time.Second)
-			step(q, clk, 5*time.Second)
+			step(t, q, clk, 5*time.Second)
 			return []mcreconcile.Request{a}
 		},
 	}, {
@@ -275,7 +352,7 @@ func TestAddAfter(t *testing.T) {
 		run: func(q *Queue, clk *clocktesting.FakeClock) []mcreconcile.Request {
 			q.AddAfter(a, 2*time.Second)
 			q.AddAfter(b, time.Second)
-			step(q, clk, 2*time.Second)
+			step(t, q, clk, 2*time.Second)
 			return []mcreconcile.Request{b, a}
 		},
 	}}
@@ -295,7 +372,7 @@ func TestAddAfterWhileProcessingWaitsForDone(t *testing.T) {
 	q.Add(a)
 	expectGet(t, q, a)
 	q.AddAfter(a, time.Second)
-	step(q, clk, time.Second)
+	step(t, q, clk, time.Second)
 	expectLen(t, q, 0) // due, but still being processed
 	q.Done(a)
 	expectLen(t, q, 1)
@@ -304,14 +381,16 @@ func TestAddAfterWhileProcessingWaitsForDone(t *testing.T) {
 
 func TestShutDownReleasesBlockedGet(t *testing.T) {
 	q, _ := newTestQueue(t)
-	shutdown := make(chan bool)
-	go func() {
-		_, s := q.Get()
-		shutdown <- s
-	}()
+	got := getInBackground(q)
+	waitForBlockedGets(t, 1)
 	q.ShutDown()
-	if !<-shutdown {
-		t.Fatal("blocked Get returned a request instead of shutdown")
+	select {
+	case g := <-got:
+		if !g.shutdown {
+			t.Fatalf("blocked Get returned %v instead of shutdown", g.req)
+		}
+	case <-time.After(waitForDeadline):
+		t.Fatalf("a Get blocked before ShutDown still waits after %s", waitForDeadline)
 	}
 }
 
@@ -361,7 +440,7 @@ func TestShutDownWithDrain(t *testing.T) {
 		q.ShutDownWithDrain()
 		close(drained)
 	}()
-	waitFor(q.ShuttingDown)
+	waitFor(t, "ShutDownWithDrain to begin", q.ShuttingDown)
 	q.Add(c)
 	expectGet(t, q, b)
 	q.Done(b)
@@ -373,7 +452,14 @@ func TestShutDownWithDrain(t *testing.T) {
 	default:
 	}
 	q.Done(a)
-	<-drained
+	waitFor(t, "ShutDownWithDrain to return", func() bool {
+		select {
+		case <-drained:
+			return true
+		default:
+			return false
+		}
+	})
 	if r, shutdown := q.Get(); !shutdown {
 		t.Fatalf("Get handed out %v after the drain", r)
 	}
@@ -388,9 +474,16 @@ func TestShutDownEndsDrain(t *testing.T) {
 		q.ShutDownWithDrain()
 		close(drained)
 	}()
-	waitFor(q.ShuttingDown)
+	waitFor(t, "ShutDownWithDrain to begin", q.ShuttingDown)
 	q.ShutDown()
-	<-drained
+	waitFor(t, "ShutDownWithDrain to return after ShutDown", func() bool {
+		select {
+		case <-drained:
+			return true
+		default:
+			return false
+		}
+	})
 	if _, shutdown := q.Get(); !shutdown {
 		t.Fatal("Get handed out a request after ShutDown")
 	}

@@ -263,9 +263,7 @@ func TestBoundedWorkersBlockedOnTheBoundWake(t *testing.T) {
 	}
 	close(hang)
 	// The workers drain hung-a and hung-b; results has no more readers.
-	for q.Len() > 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the workers to drain the hanging members' requests", func() bool { return q.Len() == 0 })
 }
 
 // Gets blocked on the bound all go on when one Done frees room for several:
@@ -278,24 +276,17 @@ func TestDoneWakesEveryGetBlockedOnTheBound(t *testing.T) {
 	if got := p.fill(); !slices.Equal(got, []mcreconcile.Request{req("a", "0"), req("c", "0"), req("a", "1")}) {
 		t.Fatalf("handed out %v, want a/0, c/0, a/1 (then a and c are at the bound)", got)
 	}
-	got := make(chan mcreconcile.Request, 2)
-	for range 2 {
-		go func() { got <- mustGet(t, p.q) }()
-	}
-	waitFor(func() bool { // both Gets wait on the bound
+	gets := []<-chan got{getInBackground(p.q), getInBackground(p.q)}
+	waitForBlockedGets(t, 2) // both Gets wait on the bound
+	waitFor(t, "the queue to know its Gets are capped", func() bool {
 		p.q.mu.Lock()
 		defer p.q.mu.Unlock()
 		return p.q.capped
 	})
 	p.q.Done(req("a", "0")) // a answers: a/1 is answered, a stops counting
 	var handed []mcreconcile.Request
-	for range 2 {
-		select {
-		case r := <-got:
-			handed = append(handed, r)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("a Get still waits after a answered (handed out %v)", handed)
-		}
+	for _, g := range gets {
+		handed = append(handed, receive(t, g))
 	}
 	slices.SortFunc(handed, func(x, y mcreconcile.Request) int { return strings.Compare(x.String(), y.String()) })
 	if !slices.Equal(handed, []mcreconcile.Request{req("a", "2"), req("c", "1")}) {
