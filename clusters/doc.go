@@ -10,7 +10,10 @@
 // Member.StartAndSync runs the member's cache on a context that lives as long
 // as the member and waits, with a bound, for the informers the operator
 // needs. Member.Stop ends it all and closes every connection the member
-// opened, so that members coming and going leave nothing behind.
+// opened, so that members coming and going leave nothing behind;
+// Member.Drain first refuses new requests and waits for those in flight, for
+// a member handed to another hub replica. MemberOptions.Gate is asked before
+// every request (a sharded hub refuses once its replica's term is over).
 //
 // Each Member's Events go through a budget (events.go). The per-member
 // Prometheus metrics (metrics.go, widgethub_member_*) live here too: the

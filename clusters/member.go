@@ -50,12 +50,16 @@ type Member struct {
 	// reconciles and failed count the Widget reconciles since ResetReconciles.
 	reconciles, failed atomic.Int64
 
+	// gate, when set, is asked before every request (see MemberOptions.Gate).
+	gate func() error
+	// requests counts the requests in flight, so that Drain can wait for them.
+	requests inFlight
+
 	mu       sync.Mutex
 	ctx      context.Context
 	cancel   context.CancelFunc
 	done     chan struct{}
 	watchErr error
-	stopped  atomic.Bool
 }
 
 // MemberOptions are what a Member needs besides its Config.
@@ -67,6 +71,10 @@ type MemberOptions struct {
 	// CacheByObject narrows what the member's cache holds per kind, e.g. only
 	// the Deployments the operator manages. Its kinds must be namespaced.
 	CacheByObject map[client.Object]cache.ByObject
+	// Gate, when set, is asked before every request to the member: a request
+	// it refuses fails with its error and is not sent. A sharded hub refuses
+	// once its replica may no longer serve the member.
+	Gate func() error
 }
 
 // New builds a Member named name from cfg; it does not contact the member.
@@ -79,7 +87,7 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 	m := &Member{name: name, log: log, events: newEventBudget(), conns: &connections{
 		dial: dial,
 		open: map[net.Conn]struct{}{},
-	}, bearer: cfg.REST.BearerToken != ""}
+	}, bearer: cfg.REST.BearerToken != "", gate: opts.Gate}
 	restCfg := rest.CopyConfig(cfg.REST)
 	restCfg.Dial = m.conns.dialTracked
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -169,7 +177,7 @@ func (m *Member) Stop() {
 	m.mu.Lock()
 	cancel, done := m.cancel, m.done
 	m.mu.Unlock()
-	m.stopped.Store(true)
+	m.requests.close()
 	if cancel != nil {
 		cancel()
 		<-done
@@ -177,6 +185,75 @@ func (m *Member) Stop() {
 	m.conns.closeAll()
 	// client-go's round trippers hide CloseIdleConnections from http.Client.
 	utilnet.CloseIdleConnectionsFor(m.httpClient.Transport)
+}
+
+// Drain refuses the member's new requests, waits until those in flight have
+// been answered (or ctx ends), and then stops the member. Once it returns
+// without error, nothing more reaches the member from this process; a
+// request begun before may still be on the wire when ctx ends first.
+func (m *Member) Drain(ctx context.Context) error {
+	m.requests.close()
+	err := m.requests.wait(ctx)
+	m.Stop()
+	if err != nil {
+		return fmt.Errorf("member %q: drain: %w", m.name, err)
+	}
+	return nil
+}
+
+// inFlight counts requests and, once closed, refuses new ones.
+type inFlight struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	// idle is closed when n falls to zero after close.
+	idle chan struct{}
+}
+
+func (f *inFlight) begin() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.n++
+	return true
+}
+
+func (f *inFlight) end() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.closed && f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+func (f *inFlight) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+}
+
+// wait returns once no request is in flight after close, or ctx ends.
+func (f *inFlight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ErrMemberStopped is returned for a request to a member after Stop.
@@ -191,8 +268,14 @@ type stoppable struct {
 }
 
 func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
-	if s.member.stopped.Load() {
+	if !s.member.requests.begin() {
 		return nil, fmt.Errorf("%w: %s", ErrMemberStopped, s.member.name)
+	}
+	defer s.member.requests.end()
+	if s.member.gate != nil {
+		if err := s.member.gate(); err != nil {
+			return nil, fmt.Errorf("member %s: %w", s.member.name, err)
+		}
 	}
 	if token := s.member.token.Load(); token != nil {
 		// Below client-go's bearer auth: replace what it set.

@@ -31,6 +31,7 @@ func TestE2E(t *testing.T) {
 		{"ScaleSubresource", scaleWidget},
 		{"MemberNodeRestart", memberRestart},
 		{"SecretRotation", rotateSecret},
+		{"ManagerPodDeleted", managerPodDeleted},
 		{"UnjoinStopsReconciling", unjoinStops},
 	}
 	for _, s := range steps {

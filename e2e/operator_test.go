@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/widgethub/widgethub/cmd/widgethub/app"
+	"github.com/widgethub/widgethub/api/v1alpha1"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -96,20 +96,14 @@ func dumpHub(t *testing.T, hub *kube) {
 	t.Logf("hub state after failure:\n%s", out.String())
 }
 
-// engagedSince reads the leading manager's widgethub_member_engaged_since_seconds
-// of the member through the API server's proxy to its Pod (the Service may
-// pick the standby, which engages nothing): the Unix time of the member's
-// current engagement.
+// engagedSince reads widgethub_member_engaged_since_seconds of the member
+// from the manager replica that serves it (MemberCluster status.servedBy,
+// the replica's Pod name), through the API server's proxy to that Pod: the
+// Unix time of the member's current engagement.
 func engagedSince(ctx context.Context, hub *kube, member string) (int64, error) {
-	holder, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", hub.kubeconfig, "get", "lease", "-n", registrationsNS,
-		app.LeaderElectionID, "-o", "jsonpath={.spec.holderIdentity}").Output()
+	pod, err := servedBy(ctx, hub, member)
 	if err != nil {
-		return 0, fmt.Errorf("leader election Lease: %w", err)
-	}
-	// controller-runtime's identity is the Pod's hostname, "_", and a UUID.
-	pod, _, _ := strings.Cut(string(holder), "_")
-	if pod == "" {
-		return 0, fmt.Errorf("no manager holds the Lease %s", app.LeaderElectionID)
+		return 0, err
 	}
 	path := "/api/v1/namespaces/" + registrationsNS + "/pods/" + pod + ":8080/proxy/metrics"
 	out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", hub.kubeconfig, "get", "--raw", path).Output()
@@ -124,4 +118,16 @@ func engagedSince(ctx context.Context, hub *kube, member string) (int64, error) 
 		}
 	}
 	return 0, fmt.Errorf("no %s in the manager's metrics", strings.TrimSpace(prefix))
+}
+
+// servedBy is the manager Pod that serves member, from its MemberCluster.
+func servedBy(ctx context.Context, hub *kube, member string) (string, error) {
+	mc := &v1alpha1.MemberCluster{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: registrationsNS, Name: member}, mc); err != nil {
+		return "", err
+	}
+	if mc.Status.ServedBy == "" {
+		return "", fmt.Errorf("no manager replica serves %s yet", member)
+	}
+	return mc.Status.ServedBy, nil
 }

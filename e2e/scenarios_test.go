@@ -131,6 +131,33 @@ func rotateSecret(t *testing.T, f *fleet) {
 		time.Since(rotated).Round(time.Second), time.Unix(since, 0).Format(time.TimeOnly))
 }
 
+// managerPodDeleted: deleting the manager Pod that serves m1 hands m1 to
+// another replica at once (the Pod drains its members and releases them as
+// it stops), and a change made meanwhile is reconciled.
+func managerPodDeleted(t *testing.T, f *fleet) {
+	m1 := f.members["m1"]
+	var pod string
+	eventually(t, engageTimeout, "the replica serving m1", func(ctx context.Context) (err error) {
+		pod, err = servedBy(ctx, f.hub, "m1")
+		return err
+	})
+	start := time.Now()
+	run(t, "", nil, "kubectl", "--kubeconfig", f.hub.kubeconfig, "delete", "pod", "-n", registrationsNS, pod, "--wait=false")
+	setReplicas(t, m1, f.ns, widget, 3)
+	var next string
+	eventually(t, engageTimeout, "m1 served by another replica", func(ctx context.Context) (err error) {
+		if next, err = servedBy(ctx, f.hub, "m1"); err == nil && next == pod {
+			err = fmt.Errorf("m1 is still served by %s", pod)
+		}
+		return err
+	})
+	handedOver := time.Since(start)
+	waitMember(t, f.hub, "m1", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, engageTimeout)
+	waitWidget(t, m1, f.ns, widget, 3)
+	logf("deleted manager Pod %s: m1 served by %s %s later, the change made meanwhile reconciled %s after the delete",
+		pod, next, handedOver.Round(time.Second), time.Since(start).Round(time.Second))
+}
+
 // unjoinStops: after `kubectl widgethub unjoin` the hub forgets the member
 // and no longer reconciles its Widgets, while the other member goes on.
 func unjoinStops(t *testing.T, f *fleet) {

@@ -69,6 +69,11 @@ type MemberClusterStatus struct {
 	// its exp claim (not verified); unset when unknown.
 	// +optional
 	TokenExpiry *metav1.Time `json:"tokenExpiry,omitempty"`
+
+	// ServedBy is the id of the hub replica that serves the member when the
+	// hub is sharded (--sharding); empty otherwise.
+	// +optional
+	ServedBy string `json:"servedBy,omitempty"`
 }
 
 // MemberCluster shows the hub's view of one member registered by a kubeconfig
@@ -81,6 +86,7 @@ type MemberClusterStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
 // +kubebuilder:printcolumn:name="Widgets",type=integer,JSONPath=`.status.widgets`
+// +kubebuilder:printcolumn:name="Served-By",type=string,JSONPath=`.status.servedBy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MemberCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -37,7 +37,8 @@ func main() {
 		log.Error(err, "Cannot set up the manager")
 		os.Exit(1)
 	}
-	log.Info("Starting widgethub", "registrationNamespace", opts.RegistrationNamespace, "leaderElection", opts.LeaderElection)
+	log.Info("Starting widgethub", "registrationNamespace", opts.RegistrationNamespace, "leaderElection", opts.LeaderElection && !opts.Sharding,
+		"sharding", opts.Sharding, "replica", opts.ReplicaID)
 	// Exit as soon as the manager stops: with leader election the Lease is
 	// released on the way out (LeaderElectionReleaseOnCancel), and a standby
 	// takes over at once, so nothing of this process may run after Start.

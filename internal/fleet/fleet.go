@@ -35,6 +35,9 @@ type ControlPlane struct {
 	Kubeconfig []byte
 
 	httpClient *http.Client
+	// audit tells to start the API server with an audit log at auditLog.
+	audit              bool
+	auditDir, auditLog string
 }
 
 // Fleet is a hub and its members.
@@ -57,6 +60,9 @@ type Options struct {
 	HubCRDs, MemberCRDs []string
 	// BareMembers are members started without any CRD.
 	BareMembers []string
+	// AuditMembers makes every member's API server write an audit log of
+	// the writes it serves (see ControlPlane.Writes).
+	AuditMembers bool
 }
 
 // CRDPaths is config/crd/bases of this repository.
@@ -84,7 +90,7 @@ func Start(opts Options) (*Fleet, error) {
 	planes := []*ControlPlane{f.Hub}
 	crds := [][]string{opts.HubCRDs}
 	for _, name := range opts.Members {
-		planes = append(planes, &ControlPlane{Name: name})
+		planes = append(planes, &ControlPlane{Name: name, audit: opts.AuditMembers})
 		crds = append(crds, opts.MemberCRDs)
 	}
 	for _, name := range opts.BareMembers {
@@ -130,6 +136,11 @@ func (cp *ControlPlane) start(scheme *kruntime.Scheme, crds []string) error {
 		ErrorIfCRDPathMissing: len(crds) > 0,
 		// Shared 2-core machines start several API servers at once.
 		ControlPlaneStartTimeout: 3 * time.Minute,
+	}
+	if cp.audit {
+		if err := cp.configureAudit(); err != nil {
+			return err
+		}
 	}
 	cfg, err := cp.Env.Start()
 	if err != nil {
@@ -177,6 +188,9 @@ func (f *Fleet) Stop() error {
 		if cp != nil && cp.Env != nil {
 			if err := cp.Env.Stop(); err != nil {
 				errs = append(errs, fmt.Errorf("stop %q: %w", cp.Name, err))
+			}
+			if cp.auditDir != "" {
+				errs = append(errs, os.RemoveAll(cp.auditDir))
 			}
 		}
 	}

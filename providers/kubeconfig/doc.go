@@ -23,4 +23,12 @@
 // exported as per-member metrics. Failures are retried with backoff by the
 // controller's queue; reconciles of different Secrets run concurrently, so a
 // slow member never holds up another.
+//
+// With Options.Sharding, several replicas of the manager share the members
+// (see package sharding): each reconcile first asks which live replica owns
+// the member. A replica that does not own it hands it over if it serves it
+// (drains it, then releases its fence) and does nothing else; the owner takes
+// the member's fence before it engages it, and writes the MemberCluster with
+// status.servedBy. A change of the live replicas, a released fence, or a new
+// assignment that moves a member wakes the registrations concerned.
 package kubeconfig

@@ -9,24 +9,30 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/providers/sharding"
 )
 
 const (
@@ -40,7 +46,7 @@ const (
 	// DefaultSyncTimeout bounds how long a member's informers may take to sync.
 	DefaultSyncTimeout = 30 * time.Second
 	// DefaultMissingKindRetry is how often a member without a watched kind is tried again.
-	DefaultMissingKindRetry = 15 * time.Second
+	DefaultMissingKindRetry = 10 * time.Second
 	// DefaultConcurrentEngagements is how many registrations are processed at once.
 	DefaultConcurrentEngagements = 16
 	// DefaultProbeInterval, DefaultProbeTimeout and DefaultFailureThreshold make a
@@ -53,6 +59,9 @@ const (
 	// DefaultMinReengageInterval bounds how often a changing kubeconfig
 	// re-engages its member (each engagement lists the member's objects).
 	DefaultMinReengageInterval = 5 * time.Second
+	// DefaultDrainTimeout bounds the wait for a handed-over member's
+	// requests in flight: a little more than a member request's own bound.
+	DefaultDrainTimeout = clusters.DefaultRequestTimeout + 5*time.Second
 )
 
 var (
@@ -93,6 +102,14 @@ type Options struct {
 	// member because its kubeconfig changed: a Secret rewritten many times a
 	// second re-engages at most this often, with its latest version.
 	MinReengageInterval time.Duration
+	// Sharding, when set, shares the members among the hub's replicas: this
+	// provider engages only the members this replica owns, each under its
+	// fence, and hands the others over. Nil: it engages every member.
+	// Its Namespace defaults to the registration namespace.
+	Sharding *sharding.Options
+	// DrainTimeout bounds how long a member handed to another replica may
+	// take to answer its requests in flight. Defaults to DefaultDrainTimeout.
+	DrainTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -105,6 +122,7 @@ func (o *Options) defaults() {
 	orDefault(&o.FailureThreshold, DefaultFailureThreshold)
 	orDefault(&o.MaxRetryDelay, DefaultMaxRetryDelay)
 	orDefault(&o.MinReengageInterval, DefaultMinReengageInterval)
+	orDefault(&o.DrainTimeout, DefaultDrainTimeout)
 }
 
 // orDefault sets *v to def when it is the zero value.
@@ -116,12 +134,14 @@ func orDefault[T comparable](v *T, def T) {
 }
 
 // SecretCacheOptions scopes a hub cache to the registration Secrets of
-// namespace: the hub reads no other Secret.
+// namespace: the hub reads no other Secret (and, when sharded, only the
+// Leases of sharding).
 func SecretCacheOptions(namespace string) cache.Options {
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{SecretLabel: "true"})},
+			&corev1.Secret{}:        {Label: labels.SelectorFromSet(labels.Set{SecretLabel: "true"})},
+			&coordinationv1.Lease{}: {Label: sharding.LeaseSelector()},
 		},
 	}
 }
@@ -134,10 +154,12 @@ func SecretCacheOptions(namespace string) cache.Options {
 
 // Provider engages one member cluster per registration Secret.
 type Provider struct {
-	opts     Options
-	hub      client.Client
-	log      logr.Logger
-	recorder events.EventRecorder
+	opts Options
+	hub  client.Client
+	// apiReader reads from the hub's API server, bypassing the cache.
+	apiReader client.Reader
+	log       logr.Logger
+	recorder  events.EventRecorder
 
 	started chan struct{}
 	runCtx  context.Context
@@ -150,6 +172,18 @@ type Provider struct {
 	// and they are probed until they answer, then engaged afresh.
 	parked   map[multicluster.ClusterName]*parking
 	indexers []index
+	// closing is set when a sharded provider hands its members over on
+	// shutdown: nothing is engaged any more.
+	closing bool
+	// shards is this replica's share of a sharded hub; nil without sharding.
+	shards *sharding.Shards
+	// leaseEvents asks the sharding heartbeat for an early look at the Leases.
+	leaseEvents chan struct{}
+	// assigned is the last assignment of members to replicas; moved
+	// receives the registrations whose member a new one moved.
+	assignMu sync.Mutex
+	assigned *assignment
+	moved    chan event.TypedGenericEvent[reconcile.Request]
 }
 
 // registration is an engaged member and what its probes have seen.
@@ -182,6 +216,9 @@ type engagement struct {
 	// since is when the engagement began; version the member's last known version.
 	since   time.Time
 	version string
+	// term is the sharding term the member's fence is held in; zero
+	// without sharding.
+	term uint64
 }
 
 type index struct {
@@ -208,31 +245,58 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	}
 	local := mgr.GetLocalManager()
 	p.hub = local.GetClient()
+	p.apiReader = local.GetAPIReader()
 	p.log = local.GetLogger().WithName("kubeconfig-provider")
 	p.recorder = local.GetEventRecorder("widgethub")
-	return ctrl.NewControllerManagedBy(local).
+	b := ctrl.NewControllerManagedBy(local).
 		Named("kubeconfig-provider").
 		For(&corev1.Secret{}).
 		// Our own status writes need no reconcile; a deleted MemberCluster does.
 		Owns(&v1alpha1.MemberCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{
+			// controller-runtime v0.24.1's priority queue can deadlock on
+			// shutdown (controller-runtime#3538, fixed after v0.24): a
+			// worker's Done waits for the lock that a hand-off to a worker
+			// that already left holds forever, and the manager overruns its
+			// grace period. The plain rate-limited queue has no such path.
+			UsePriorityQueue:        ptr.To(false),
 			MaxConcurrentReconciles: p.opts.ConcurrentEngagements,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, p.opts.MaxRetryDelay),
-		}).
-		Complete(p)
+		})
+	if p.opts.Sharding != nil {
+		opts := *p.opts.Sharding
+		orDefault(&opts.Namespace, p.opts.Namespace)
+		shards, err := sharding.New(opts, local.GetCache(), local.GetAPIReader(), p.hub, p.log)
+		if err != nil {
+			return err
+		}
+		p.shards = shards
+		p.leaseEvents = make(chan struct{}, 1)
+		p.moved = make(chan event.TypedGenericEvent[reconcile.Request], 64)
+		// A fence released or taken wakes its registration; a change of
+		// the live replicas wakes every registration, and a new assignment
+		// those whose member it moved.
+		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(p.leaseChanged)).
+			WatchesRawSource(source.Channel(p.shards.Changes(), handler.EnqueueRequestsFromMapFunc(p.allRegistrations))).
+			WatchesRawSource(source.TypedChannel(p.moved, handler.TypedFuncs[reconcile.Request, reconcile.Request]{
+				GenericFunc: func(_ context.Context, e event.TypedGenericEvent[reconcile.Request], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+					q.Add(e.Object)
+				}}))
+	}
+	return b.Complete(p)
 }
 
 // Start records the context that member lifetimes derive from and the Aware
 // to engage them with, then blocks until ctx ends and stops every member.
 func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	p.runCtx, p.aware = ctx, aware
+	if p.shards != nil {
+		return p.startSharded(ctx)
+	}
 	close(p.started)
 	<-ctx.Done()
 
-	p.mu.Lock()
-	regs, parked := p.members, p.parked
-	p.members, p.parked = map[multicluster.ClusterName]*registration{}, map[multicluster.ClusterName]*parking{}
-	p.mu.Unlock()
+	regs, parked := p.takeAll()
 	for name, r := range regs {
 		r.member.Stop()
 		clusters.ForgetMetrics(string(name))

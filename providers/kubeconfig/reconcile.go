@@ -57,11 +57,38 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		// with a deleted Secret, but not with one that lost its label.
 		p.disengage(name, log, "registration Secret is gone")
 		clusters.ForgetMetrics(string(name))
+		defer p.countOwned()
+		if shards := p.shards; shards != nil {
+			if err := shards.Release(ctx, req.Name, true); err != nil {
+				return reconcile.Result{}, fmt.Errorf("delete the fence of member %q: %w", name, err)
+			}
+		}
 		mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}
+		if p.shards != nil {
+			// The replica that served it, or else its last owner, deletes it.
+			owner, err := p.owner(ctx, name, nil)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if owner != p.shards.ReplicaID() {
+				if err := p.hub.Get(ctx, req.NamespacedName, mc); err != nil || mc.Status.ServedBy != p.shards.ReplicaID() {
+					return reconcile.Result{}, client.IgnoreNotFound(err)
+				}
+			}
+		}
 		if err := p.hub.Delete(ctx, mc); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete MemberCluster %s: %w", req.NamespacedName, err)
 		}
 		return reconcile.Result{}, nil
+	}
+	var term uint64
+	if p.shards != nil {
+		defer p.countOwned()
+		var done bool
+		var result reconcile.Result
+		if term, done, result, err = p.serve(ctx, name, secret, log); done {
+			return result, err
+		}
 	}
 	hash := sha256.Sum256(secret.Data[SecretKey])
 	p.mu.RLock()
@@ -74,17 +101,19 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
-	obs := p.observe(ctx, name, secret, hash, current, parked, log)
+	obs := p.observe(ctx, name, secret, engagement{hash: hash, term: term}, current, parked, log)
 	if err := p.recordStatus(ctx, secret, obs); err != nil {
 		return reconcile.Result{}, errors.Join(obs.err, err)
 	}
 	return obs.result, obs.err
 }
 
-// observe acts on the Secret's kubeconfig (whose SHA-256 is hash) given the
-// member's current engagement or parking, if any.
-func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret, hash [sha256.Size]byte,
+// observe acts on the Secret's kubeconfig given the member's current
+// engagement or parking, if any; next holds the kubeconfig's SHA-256 and the
+// sharding term to engage the member in.
+func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret, next engagement,
 	current *registration, parked *parking, log logr.Logger) observation {
+	hash := next.hash
 	data := secret.Data[SecretKey]
 	if len(data) == 0 {
 		p.disengage(name, log, "registration Secret has no kubeconfig")
@@ -129,7 +158,8 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 			result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
 	}
 	p.disengage(name, log, "kubeconfig changed")
-	obs := p.engage(ctx, name, cfg, hash, log)
+	next.cfg = cfg
+	obs := p.engage(ctx, name, next, log)
 	obs.tokenExpiry = cfg.TokenExpiry
 	return obs
 }
@@ -153,9 +183,12 @@ func (p *Provider) reengageWait(current *registration, parked *parking, hash [sh
 	return p.opts.MinReengageInterval - time.Since(last.since)
 }
 
-// engage checks a new member, starts its caches with a bound and engages it.
-func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cfg *clusters.Config, hash [sha256.Size]byte, log logr.Logger) observation {
-	member, err := clusters.New(string(name), cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log, CacheByObject: p.opts.CacheByObject})
+// engage checks a new member, starts its caches with a bound and engages it
+// with e's kubeconfig (cfg, hash) in e's sharding term.
+func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e engagement, log logr.Logger) observation {
+	cfg := e.cfg
+	member, err := clusters.New(string(name), cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log,
+		CacheByObject: p.opts.CacheByObject, Gate: p.gate(e.term)})
 	if err != nil {
 		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason, message: err.Error(), err: reconcile.TerminalError(err)}
 	}
@@ -178,8 +211,14 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, cf
 		return obs
 	}
 
-	reg := &registration{member: member, engagement: engagement{hash: hash, cfg: cfg, version: version, since: time.Now()}}
+	e.version, e.since = version, time.Now()
+	reg := &registration{member: member, engagement: e}
 	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		member.Stop()
+		return observation{reason: v1alpha1.MemberUnreachableReason, message: "the hub replica is shutting down", err: errors.New("shutting down")}
+	}
 	for _, idx := range p.indexers {
 		if err := member.GetFieldIndexer().IndexField(member.Context(), idx.obj, idx.field, idx.extract); err != nil {
 			p.mu.Unlock()
@@ -270,7 +309,7 @@ const minReconcilesToJudge = 10
 // is retried against it until a probe passes; then it is engaged afresh, its
 // caches relist, and every Widget changed meanwhile is reconciled.
 func (p *Provider) park(name multicluster.ClusterName, reg *registration, log logr.Logger, why string) {
-	prober, err := clusters.New(string(name), reg.cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log})
+	prober, err := clusters.New(string(name), reg.cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log, Gate: p.gate(reg.term)})
 	p.disengage(name, log, "parked: "+why)
 	if err != nil {
 		return // the next reconcile builds the member from the Secret again
@@ -294,7 +333,7 @@ func (p *Provider) probeParked(ctx context.Context, name multicluster.ClusterNam
 	}
 	log.Info("Parked member passes its probe; engaging it afresh")
 	p.disengage(name, log, "member answers again")
-	return p.engage(ctx, name, pk.cfg, pk.hash, log)
+	return p.engage(ctx, name, pk.engagement, log)
 }
 
 // failed turns an error from a member into the Ready condition to show. The
@@ -348,9 +387,10 @@ func (p *Provider) countWidgets(ctx context.Context, member *clusters.Member) in
 	return int32(len(list.Items))
 }
 
-// disengage stops the member called name, engaged or parked, if any, and
-// waits for its cache to stop.
-func (p *Provider) disengage(name multicluster.ClusterName, log logr.Logger, why string) {
+// take removes the member called name from the engaged and parked ones and
+// stops its prober if it was parked. It returns its registration if it was
+// engaged, and whether it was either.
+func (p *Provider) take(name multicluster.ClusterName) (r *registration, served bool) {
 	p.mu.Lock()
 	r, engaged := p.members[name]
 	pk, parked := p.parked[name]
@@ -360,7 +400,23 @@ func (p *Provider) disengage(name multicluster.ClusterName, log logr.Logger, why
 	if parked {
 		pk.prober.Stop()
 	}
-	if !engaged {
+	return r, engaged || parked
+}
+
+// takeAll empties the engaged and parked members, for a provider that stops.
+func (p *Provider) takeAll() (map[multicluster.ClusterName]*registration, map[multicluster.ClusterName]*parking) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	regs, parked := p.members, p.parked
+	p.members, p.parked = map[multicluster.ClusterName]*registration{}, map[multicluster.ClusterName]*parking{}
+	return regs, parked
+}
+
+// disengage stops the member called name, engaged or parked, if any, and
+// waits for its cache to stop.
+func (p *Provider) disengage(name multicluster.ClusterName, log logr.Logger, why string) {
+	r, _ := p.take(name)
+	if r == nil {
 		return
 	}
 	r.member.Stop()

@@ -55,8 +55,17 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 	if obs.ready {
 		cond.Status = metav1.ConditionTrue
 	}
-	before := meta.FindStatusCondition(status.Conditions, v1alpha1.MemberReady)
-	changed := before == nil || before.Status != cond.Status || before.Reason != cond.Reason
+	changed := readyDiffers(mc, cond)
+	if changed {
+		// The cache may not show our last status write yet (a reconcile
+		// right after the MemberCluster was created, say): ask the API
+		// server before recording a transition Event, so that one
+		// transition is one Event.
+		live := &v1alpha1.MemberCluster{}
+		if err := p.apiReader.Get(ctx, client.ObjectKeyFromObject(mc), live); err == nil {
+			changed = readyDiffers(live, cond)
+		}
+	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if obs.version != "" {
 		status.KubernetesVersion = obs.version
@@ -65,6 +74,7 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 		status.Widgets = obs.widgets
 	}
 	setTokenExpiry(&status, obs.tokenExpiry, time.Now())
+	status.ServedBy = p.servedBy()
 	now := metav1.Now()
 	lastProbe := status.LastProbeTime
 	fresh := lastProbe != nil && now.Sub(lastProbe.Time) < probeRefresh
@@ -85,6 +95,12 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 		p.recorder.Eventf(secret, nil, eventType, obs.reason, "Probe", "%s", cond.Message)
 	}
 	return nil
+}
+
+// readyDiffers tells whether mc's Ready condition differs from cond in status or reason.
+func readyDiffers(mc *v1alpha1.MemberCluster, cond metav1.Condition) bool {
+	before := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberReady)
+	return before == nil || before.Status != cond.Status || before.Reason != cond.Reason
 }
 
 // setTokenExpiry records when the registration's token expires and whether

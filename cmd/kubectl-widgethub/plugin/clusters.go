@@ -61,10 +61,12 @@ func (g *globals) clusters(ctx context.Context) error {
 		status[mcs.Items[i].Name] = &mcs.Items[i]
 	}
 
-	tw := newTable(g.stdout, "NAME", "READY", "REASON", "VERSION", "WIDGETS", "SERVER", "TOKEN-EXPIRES", "AGE")
+	tw := newTable(g.stdout, "NAME", "READY", "REASON", "VERSION", "WIDGETS", "SERVER", "TOKEN-EXPIRES", "SERVED-BY", "AGE")
 	for _, s := range secrets {
-		ready, reason, version, widgets := "Unknown", "-", "-", "-"
+		ready, reason, version, widgets, servedBy := "Unknown", "-", "-", "-", "-"
 		if mc := status[s.Name]; mc != nil {
+			// The hub replica serving the member, when the hub is sharded.
+			servedBy = cmp.Or(mc.Status.ServedBy, servedBy)
 			if c := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberReady); c != nil {
 				ready, reason = string(c.Status), c.Reason
 			}
@@ -76,7 +78,7 @@ func (g *globals) clusters(ctx context.Context) error {
 				widgets = strconv.Itoa(int(mc.Status.Widgets))
 			}
 		}
-		row(tw, s.Name, ready, reason, version, widgets, viewKubeconfig(s.Data[kubeconfig.SecretKey]).server, expiryOf(&s), age(s.CreationTimestamp))
+		row(tw, s.Name, ready, reason, version, widgets, viewKubeconfig(s.Data[kubeconfig.SecretKey]).server, expiryOf(&s), servedBy, age(s.CreationTimestamp))
 	}
 	return tw.Flush()
 }

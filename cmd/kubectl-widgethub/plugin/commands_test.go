@@ -154,7 +154,7 @@ func TestClustersShowsMemberClusterStatus(t *testing.T) {
 	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, mc) })
 	mc.Status = v1alpha1.MemberClusterStatus{
 		Conditions:        []metav1.Condition{{Type: v1alpha1.MemberReady, Status: metav1.ConditionTrue, Reason: v1alpha1.MemberEngagedReason, LastTransitionTime: metav1.Now()}},
-		KubernetesVersion: "v1.36.3", Widgets: 4, LastProbeTime: ptr.To(metav1.Now()),
+		KubernetesVersion: "v1.36.3", Widgets: 4, LastProbeTime: ptr.To(metav1.Now()), ServedBy: "widgethub-7d4f9-x2k8p",
 	}
 	if err := testFleet.Hub.Client.Status().Update(ctx, mc); err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestClustersShowsMemberClusterStatus(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("clusters printed %d lines, want 3:\n%s", len(got), r.stdout)
 	}
-	if h := strings.Join(got[0], " "); h != "NAME READY REASON VERSION WIDGETS SERVER TOKEN-EXPIRES AGE" {
+	if h := strings.Join(got[0], " "); h != "NAME READY REASON VERSION WIDGETS SERVER TOKEN-EXPIRES SERVED-BY AGE" {
 		t.Errorf("header = %q", h)
 	}
 	// The expiry read from each token is the one the API server gave join.
@@ -173,6 +173,9 @@ func TestClustersShowsMemberClusterStatus(t *testing.T) {
 		if want := mintedUntil(t, j); got[i+1][6] != want {
 			t.Errorf("%s TOKEN-EXPIRES = %q, want %q as join printed", got[i+1][0], got[i+1][6], want)
 		}
+	}
+	if got[1][7] != "widgethub-7d4f9-x2k8p" || got[2][7] != "-" {
+		t.Errorf("SERVED-BY = %q and %q, want the replica in alpha's status and - for beta", got[1][7], got[2][7])
 	}
 	if a := strings.Join(got[1][:5], " "); a != "alpha True Engaged v1.36.3 4" || !strings.HasPrefix(got[1][5], "https://127.0.0.1:") {
 		t.Errorf("alpha row = %q", got[1])

@@ -84,8 +84,10 @@ func (o *widgetsOptions) run(ctx context.Context) error {
 }
 
 // print writes the Widgets of the members that could be read as one table,
-// and reports the others on stderr: then its error says how many failed.
+// and reports the others on stderr after it: then its error says how many
+// failed.
 func (o *widgetsOptions) print(results []memberWidgets) error {
+	var failed []memberWidgets
 	var errs []error
 	total := 0
 	header := []string{"CLUSTER", "NAMESPACE", "NAME", "REPLICAS", "AVAILABLE", "READY", "AGE"}
@@ -95,7 +97,7 @@ func (o *widgetsOptions) print(results []memberWidgets) error {
 	tw := newTable(o.stdout, header...)
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(o.stderr, "error: cluster %q: %v\n", r.cluster, r.err)
+			failed = append(failed, r)
 			errs = append(errs, r.err)
 			continue
 		}
@@ -123,6 +125,11 @@ func (o *widgetsOptions) print(results []memberWidgets) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	// The table is written when flushed: the members that could not be read
+	// come after it, as docs/plugin.md says.
+	for _, r := range failed {
+		fmt.Fprintf(o.stderr, "error: cluster %q: %v\n", r.cluster, r.err)
 	}
 	if len(errs) > 0 {
 		return &exitError{code: exitCode(errs[0]), err: fmt.Errorf("%d of %d members could not be read", len(errs), len(results))}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -71,7 +70,7 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 		startManagerProcess(t, bin, dir, "b", args),
 	}
 	leader, standby, holder := waitForLeader(t, procs)
-	t.Logf("process %s (pid %d) leads as %s; %s (pid %d) stands by", leader.name, leader.pid(), holder, standby.name, standby.pid())
+	t.Logf("process %s (pid %d) leads as %s; %s (pid %d) stands by", leader.name, leader.Pid(), holder, standby.name, standby.Pid())
 
 	killed := make(chan time.Time, 1)
 	flood := &floodResult{}
@@ -82,7 +81,7 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 
 	killedAt := killLeaderWhenBusy(ctx, t, member, flood, leader, standby)
 	killed <- killedAt
-	<-leader.exited
+	<-leader.Exited()
 	t.Logf("SIGKILL to %s in flood round %d", leader.name, flood.roundsDone())
 	expectTakeover(t, standby, holder, history, killedAt)
 
@@ -140,7 +139,7 @@ func killLeaderWhenBusy(ctx context.Context, t *testing.T, member *fleet.Control
 	g.Expect(standby.writesBeforeLease()).To(BeZero(), "the standby wrote Deployments before it held the Lease")
 
 	killedAt := time.Now()
-	g.Expect(leader.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	g.Expect(leader.Signal(syscall.SIGKILL)).To(Succeed())
 	return killedAt
 }
 
@@ -233,13 +232,13 @@ func expectLeaseReleasedOnStop(t *testing.T, p *managerProcess) {
 	t.Helper()
 	g := NewWithT(t)
 	stopping := time.Now()
-	g.Expect(p.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	g.Expect(p.Signal(syscall.SIGTERM)).To(Succeed())
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(time.Minute):
 		t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
 	}
-	g.Expect(p.waitErr).NotTo(HaveOccurred(), "%s exit", p.name)
+	g.Expect(p.Err()).NotTo(HaveOccurred(), "%s exit", p.name)
 	g.Expect(leaseHolder(g)).To(BeEmpty(), "the stopped leader still holds the Lease")
 	t.Logf("SIGTERM: %s stopped and released the Lease in %s", p.name, time.Since(stopping).Round(10*time.Millisecond))
 }
@@ -247,70 +246,36 @@ func expectLeaseReleasedOnStop(t *testing.T, p *managerProcess) {
 // buildManager builds cmd/widgethub into dir and returns the binary's path.
 func buildManager(t *testing.T, dir string) string {
 	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	bin := filepath.Join(dir, "widgethub")
 	start := time.Now()
-	build := exec.Command("go", "build", "-o", bin, "./cmd/widgethub")
-	build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/widgethub: %v\n%s", err, out)
+	bin, err := fleet.BuildManager(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("built %s in %s", bin, time.Since(start).Round(time.Second))
 	return bin
 }
 
-// managerProcess is a widgethub process; its log is a file.
+// managerProcess is a widgethub process of the test; its log is a file.
 type managerProcess struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{}
-	waitErr error
+	*fleet.Process
+	name string
 }
 
 // startManagerProcess starts bin with args; the test's cleanup kills it.
 func startManagerProcess(t *testing.T, bin, dir, name string, args []string) *managerProcess {
 	t.Helper()
-	p := &managerProcess{name: name, logPath: filepath.Join(dir, name+".log"), exited: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
+	proc, err := fleet.StartProcess(bin, filepath.Join(dir, name+".log"), args...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	// Killed with the test process too, should that die first.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		_ = logFile.Close()
 		t.Fatalf("start manager %s: %v", name, err)
 	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		_ = logFile.Close()
-		close(p.exited)
-	}()
+	p := &managerProcess{Process: proc, name: name}
 	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+		p.Kill()
 		if t.Failed() {
-			t.Logf("log of manager %s (pid %d, %v):\n%s", name, p.pid(), p.waitErr, lastLines(p.log(), 40))
+			t.Logf("log of manager %s (pid %d, %v):\n%s", name, p.Pid(), p.Err(), lastLines(p.Log(), 40))
 		}
 	})
 	return p
-}
-
-func (p *managerProcess) pid() int { return p.cmd.Process.Pid }
-
-func (p *managerProcess) log() string {
-	data, _ := os.ReadFile(p.logPath)
-	return string(data)
 }
 
 // leaseLogLines splits the process's log at the line where client-go's
@@ -319,7 +284,7 @@ func (p *managerProcess) log() string {
 func (p *managerProcess) leaseLogLines() (before string, acquired bool) {
 	lock := failoverNS + "/" + app.LeaderElectionID
 	var b strings.Builder
-	for line := range strings.Lines(p.log()) {
+	for line := range strings.Lines(p.Log()) {
 		if strings.Contains(strings.ToLower(line), "successfully acquired lease") && strings.Contains(line, lock) {
 			return b.String(), true
 		}
@@ -363,8 +328,8 @@ func waitForLeader(t *testing.T, procs []*managerProcess) (leader, standby *mana
 		var leaders []*managerProcess
 		for _, p := range procs {
 			select {
-			case <-p.exited:
-				g.Expect(p.waitErr).To(BeNil(), "manager %s exited", p.name)
+			case <-p.Exited():
+				g.Expect(p.Err()).To(BeNil(), "manager %s exited", p.name)
 			default:
 			}
 			if p.acquiredLease() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/providers/sharding"
 	"github.com/widgethub/widgethub/reconcilers/controller"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
@@ -54,6 +56,11 @@ type Options struct {
 	ProbeFailureThreshold int
 	// GracefulShutdownTimeout bounds how long runnables get to stop.
 	GracefulShutdownTimeout time.Duration
+	// Sharding shares the members among the running replicas instead of
+	// electing one leader that serves them all.
+	Sharding bool
+	// ReplicaID names this replica among the sharded replicas: its Pod's name.
+	ReplicaID string
 }
 
 // DefaultOptions are the flag defaults.
@@ -72,7 +79,14 @@ func DefaultOptions() Options {
 		ProbeTimeout:            kubeconfig.DefaultProbeTimeout,
 		ProbeFailureThreshold:   kubeconfig.DefaultFailureThreshold,
 		GracefulShutdownTimeout: 30 * time.Second,
+		ReplicaID:               hostname(),
 	}
+}
+
+// hostname is the default replica id: in a Pod, the Pod's name.
+func hostname() string {
+	name, _ := os.Hostname()
+	return name
 }
 
 // BindFlags registers the options as flags on fs, with o's values as defaults.
@@ -84,7 +98,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		"Address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection,
-		"Elect one active manager through a Lease in the registration namespace, so that replicas stand by and take over; false only when a single manager runs (in-process tests, the demo, the bench).")
+		"Elect one active manager through a Lease in the registration namespace, so that replicas stand by and take over; false only when a single manager runs (in-process tests, the demo, the bench). Ignored with --sharding.")
+	fs.BoolVar(&o.Sharding, "sharding", o.Sharding,
+		"Share the members among all running replicas through Leases in the registration namespace (each member served by one replica at a time, handed over when replicas come and go) instead of electing one leader that serves them all.")
+	fs.StringVar(&o.ReplicaID, "replica-id", o.ReplicaID,
+		"This replica's id among the sharded replicas, unique among them; the default is the host name, which in a Pod is the Pod's name.")
 	fs.Float64Var(&o.MemberQPS, "member-qps", o.MemberQPS, "Queries per second to each member API server.")
 	fs.IntVar(&o.MemberBurst, "member-burst", o.MemberBurst, "Burst of queries to each member API server.")
 	fs.DurationVar(&o.MemberRequestTimeout, "member-request-timeout", o.MemberRequestTimeout,
@@ -116,6 +134,17 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 // New builds the hub manager for the hub at cfg with every controller registered.
 func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	scheme := clusters.NewScheme()
+	userAgent := "widgethub"
+	var shards *sharding.Options
+	if opts.Sharding {
+		if opts.ReplicaID == "" {
+			return nil, errors.New("--sharding needs a --replica-id")
+		}
+		shards = &sharding.Options{ReplicaID: opts.ReplicaID}
+		// Every replica serves; the member API servers can tell them apart.
+		opts.LeaderElection = false
+		userAgent += "/" + opts.ReplicaID
+	}
 	provider := kubeconfig.New(kubeconfig.Options{
 		Namespace: opts.RegistrationNamespace,
 		Scheme:    scheme,
@@ -125,7 +154,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 			AllowCredentialPlugins: opts.AllowCredentialPlugins,
 			AllowInsecure:          opts.AllowInsecureMembers,
 			AllowLinkLocal:         opts.AllowLinkLocalMembers,
-			UserAgent:              "widgethub",
+			UserAgent:              userAgent,
 			RequestTimeout:         opts.MemberRequestTimeout,
 		},
 		SyncTimeout:    opts.MemberSyncTimeout,
@@ -135,6 +164,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		ProbeInterval:    opts.ProbeInterval,
 		ProbeTimeout:     opts.ProbeTimeout,
 		FailureThreshold: opts.ProbeFailureThreshold,
+		Sharding:         shards,
 	})
 	shutdown := opts.GracefulShutdownTimeout
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{

@@ -1,0 +1,103 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+)
+
+// BuildManager builds cmd/widgethub into dir and returns the binary's path,
+// for tests that run the manager as processes of its own (to kill or stop
+// one for real).
+func BuildManager(dir string) (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	bin := filepath.Join(dir, "widgethub")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/widgethub")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/widgethub: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// FreeAddr returns a loopback host:port that was free a moment ago.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Process is a program started by StartProcess, its output in a log file.
+type Process struct {
+	// LogPath is the file its stdout and stderr go to.
+	LogPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+}
+
+// StartProcess starts bin with args, its output going to logPath. The
+// process is killed when the calling process dies.
+func StartProcess(bin, logPath string, args ...string) (*Process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{LogPath: logPath, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		_ = logFile.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed once the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is how the process exited (nil for status 0); call it after Exited.
+func (p *Process) Err() error { return p.waitErr }
+
+// ExitCode is the process's exit code; call it after Exited.
+func (p *Process) ExitCode() int { return p.cmd.ProcessState.ExitCode() }
+
+// Signal sends sig to the process unless it has exited.
+func (p *Process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.exited:
+		return errors.New("the process has exited")
+	default:
+		return p.cmd.Process.Signal(sig)
+	}
+}
+
+// Kill kills the process, stopped or not, and waits for it to exit.
+func (p *Process) Kill() {
+	_ = p.Signal(syscall.SIGCONT)
+	_ = p.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Log is what the process wrote so far.
+func (p *Process) Log() string {
+	data, _ := os.ReadFile(p.LogPath)
+	return string(data)
+}

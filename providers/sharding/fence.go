@@ -1,0 +1,160 @@
+package sharding
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FenceName is the name of member's fence Lease: "widgethub-member-" and the
+// member's name, or a digest of it when that would be too long for a name.
+func FenceName(member string) string {
+	const prefix = "widgethub-member-"
+	if len(prefix)+len(member) <= 253 {
+		return prefix + member
+	}
+	sum := sha256.Sum256([]byte(member))
+	return prefix + member[:253-len(prefix)-17] + "-" + hex.EncodeToString(sum[:8])
+}
+
+// Holds tells whether this replica holds member's fence in its current term.
+func (s *Shards) Holds(member string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.held[member]
+	return ok && t != 0 && t == s.termLocked(time.Now())
+}
+
+// Acquire takes member's fence for this replica and returns the term it
+// holds it in (pass it to Gate). The fence is taken when it does not exist,
+// is free, is this replica's, or is held by a replica that is not live;
+// otherwise Acquire returns a *HeldError and the holder must release it
+// first. registration, the object that registers member, owns a new fence,
+// so that the fence goes with it.
+func (s *Shards) Acquire(ctx context.Context, member string, registration client.Object) (uint64, error) {
+	s.mu.Lock()
+	term := s.termLocked(time.Now())
+	if term != 0 && s.held[member] == term {
+		s.mu.Unlock()
+		return term, nil
+	}
+	s.mu.Unlock()
+	if term == 0 {
+		return 0, ErrNotServing
+	}
+	// A hub that does not answer must not hold the caller: a fence taken
+	// later than a lease duration is no use.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseDuration)
+	defer cancel()
+
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
+	err := s.api.Get(ctx, key, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels:      map[string]string{LeaseLabel: roleMember},
+			Annotations: map[string]string{ClusterAnnotation: member},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret",
+				Name: registration.GetName(), UID: registration.GetUID()}},
+		}}
+		s.take(lease, now)
+		if err := s.writer.Create(ctx, lease); err != nil {
+			return 0, fmt.Errorf("create fence Lease %s: %w", key.Name, err)
+		}
+	case err != nil:
+		return 0, fmt.Errorf("get fence Lease %s: %w", key.Name, err)
+	default:
+		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+		s.mu.Lock()
+		taken := holder != "" && holder != s.opts.ReplicaID && s.liveLocked(holder)
+		s.mu.Unlock()
+		if taken {
+			return 0, &HeldError{Holder: holder}
+		}
+		if holder != s.opts.ReplicaID {
+			s.log.Info("Taking over a member's fence", "cluster", member, "from", holder,
+				"transitions", ptr.Deref(lease.Spec.LeaseTransitions, 0))
+		}
+		s.take(lease, now)
+		// A compare-and-swap: it fails if anyone wrote the fence since the Get.
+		if err := s.writer.Update(ctx, lease); err != nil {
+			return 0, fmt.Errorf("take fence Lease %s: %w", key.Name, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.termLocked(time.Now()) != term {
+		// The term ran out while the fence was being taken: it is ours on
+		// the hub, but it takes a new term to serve again.
+		return 0, ErrNotServing
+	}
+	s.held[member] = term
+	return term, nil
+}
+
+func (s *Shards) take(lease *coordinationv1.Lease, now metav1.MicroTime) {
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != s.opts.ReplicaID {
+		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		lease.Spec.AcquireTime = &now
+	}
+	lease.Spec.HolderIdentity = ptr.To(s.opts.ReplicaID)
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(s.opts.LeaseDuration / time.Second))
+	lease.Spec.RenewTime = &now
+}
+
+// Release frees member's fence if this replica holds it on the hub, so that
+// its next owner may take it at once. Call it only after the member is
+// drained. With remove, the fence is deleted instead (the registration is gone).
+func (s *Shards) Release(ctx context.Context, member string, remove bool) error {
+	s.mu.Lock()
+	_, held := s.held[member]
+	delete(s.held, member)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseDuration)
+	defer cancel()
+	lease := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
+	if !held && !remove {
+		// Not held in this process: only a fence left in this replica's
+		// name (by an earlier process with its id) needs the API server.
+		if err := s.reader.Get(ctx, key, lease); err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != s.opts.ReplicaID {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	if err := s.api.Get(ctx, key, lease); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	if holder != s.opts.ReplicaID && !(remove && holder == "") {
+		return nil
+	}
+	if remove {
+		err := s.writer.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
+		return client.IgnoreNotFound(err)
+	}
+	lease.Spec.HolderIdentity = ptr.To("")
+	if err := s.writer.Update(ctx, lease); err != nil {
+		return fmt.Errorf("release fence Lease %s: %w", key.Name, err)
+	}
+	return nil
+}
+
+// HeldMembers are the members whose fences this replica holds or held in
+// an earlier term without releasing them.
+func (s *Shards) HeldMembers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.held))
+}

@@ -1,0 +1,223 @@
+package sharding_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/sharding"
+)
+
+var hub client.Client
+
+// TestMain starts a hub: sharding talks to the hub only.
+func TestMain(m *testing.M) {
+	os.Exit(fleet.RunTests(m, fleet.Options{Scheme: clusters.NewScheme()}, func(f *fleet.Fleet) (func() error, error) {
+		hub = f.Hub.Client
+		return nil, nil
+	}))
+}
+
+// Short leases keep the test quick; their ratios are the defaults'.
+var quick = sharding.Options{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RenewInterval: 500 * time.Millisecond}
+
+type replica struct {
+	*sharding.Shards
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newReplica(t *testing.T, namespace, id string) *replica {
+	t.Helper()
+	opts := quick
+	opts.Namespace, opts.ReplicaID = namespace, id
+	s, err := sharding.New(opts, hub, hub, hub, zap.New(zap.UseDevMode(true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{Shards: s}
+	r.start(t)
+	return r
+}
+
+func (r *replica) start(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	r.cancel, r.done = cancel, make(chan struct{})
+	r.Beat(ctx)
+	go func() {
+		defer close(r.done)
+		r.Run(ctx, nil)
+	}()
+	t.Cleanup(r.pause)
+}
+
+// pause stops the heartbeat as a stopped process would.
+func (r *replica) pause() {
+	r.cancel()
+	<-r.done
+}
+
+// twoReplicas starts replicas a and b in a namespace of their own and waits
+// until each sees both live.
+func twoReplicas(t *testing.T) (ns string, a, b *replica) {
+	t.Helper()
+	ns = namespace(t)
+	a, b = newReplica(t, ns, "a"), newReplica(t, ns, "b")
+	waitFor(t, 5*time.Second, "both replicas live for both", func() bool {
+		return len(a.Live()) == 2 && len(b.Live()) == 2
+	})
+	return ns, a, b
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sharding-"}}
+	if err := hub.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func registration(t *testing.T, ns, name string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := hub.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func fence(t *testing.T, ns, member string) *coordinationv1.Lease {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := hub.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: sharding.FenceName(member)}, l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestReplicasSeeEachOtherAndAgreeOnOwners(t *testing.T) {
+	_, a, b := twoReplicas(t)
+	if fmt.Sprint(a.Live()) != fmt.Sprint(b.Live()) {
+		t.Errorf("replicas disagree on who is live: %v and %v", a.Live(), b.Live())
+	}
+	// A retiring replica drops out at once, not after its lease expires.
+	if err := a.Retire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	a.pause()
+	took := waitFor(t, quick.LeaseDuration, "b sees a retired", func() bool { return len(b.Live()) == 1 })
+	if took >= quick.LeaseDuration-quick.RenewInterval {
+		t.Errorf("b took %s to see a retired: as long as an expiry", took)
+	}
+}
+
+func TestAFenceChangesHandsOnlyWhenReleasedOrItsHolderExpired(t *testing.T) {
+	ns, a, b := twoReplicas(t)
+	secret := registration(t, ns, "m")
+
+	termA, err := a.Acquire(t.Context(), "m", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateA := a.Gate(termA)
+	var held *sharding.HeldError
+	if _, err := b.Acquire(t.Context(), "m", secret); !errors.As(err, &held) || held.Holder != "a" {
+		t.Fatalf("b took a's fence while a is live: %v", err)
+	}
+	// Released: b takes it at once.
+	if err := a.Release(t.Context(), "m", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(t.Context(), "m", secret); err != nil {
+		t.Fatalf("b could not take a released fence: %v", err)
+	}
+	if got := ptr.Deref(fence(t, ns, "m").Spec.LeaseTransitions, 0); got != 2 {
+		t.Errorf("leaseTransitions = %d after two acquisitions, want 2", got)
+	}
+	if err := b.Release(t.Context(), "m", false); err != nil {
+		t.Fatal(err)
+	}
+	if termA, err = a.Acquire(t.Context(), "m", secret); err != nil {
+		t.Fatal(err)
+	}
+	gateA = a.Gate(termA)
+
+	// a stops renewing (a stopped process): its gate closes before b may
+	// take the fence, measured on b's clock.
+	a.pause()
+	stopped := time.Now()
+	closed := waitFor(t, quick.LeaseDuration, "a's gate closes", func() bool { return gateA() != nil })
+	if !errors.Is(gateA(), sharding.ErrNotServing) {
+		t.Fatalf("gate error %v", gateA())
+	}
+	if _, err := b.Acquire(t.Context(), "m", secret); !errors.As(err, &held) {
+		t.Fatalf("b took the fence %s after a stopped renewing, right when a's gate closed: %v", closed, err)
+	}
+	waitFor(t, 2*quick.LeaseDuration, "b takes the fence of an expired a", func() bool {
+		_, err := b.Acquire(t.Context(), "m", secret)
+		return err == nil
+	})
+	taken := time.Since(stopped)
+	if taken < quick.RenewDeadline || taken > quick.LeaseDuration+2*quick.RenewInterval+time.Second {
+		t.Errorf("b took the fence %s after a stopped renewing; want after a's gate closed and within the lease duration and a heartbeat", taken)
+	}
+	t.Logf("a's gate closed %s after it stopped renewing; b took the fence after %s", closed, taken)
+
+	// a comes back: a new term, and its old gate stays closed.
+	a.start(t)
+	if a.Term() == termA || a.Term() == 0 {
+		t.Fatalf("a resumed in term %d, was %d: want a new term", a.Term(), termA)
+	}
+	if gateA() == nil {
+		t.Fatal("a's gate of its old term opened again after it resumed")
+	}
+	if _, err := a.Acquire(t.Context(), "m", secret); !errors.As(err, &held) || held.Holder != "b" {
+		t.Fatalf("a took back b's fence on resuming: %v", err)
+	}
+}
+
+func TestRemovingAFenceLeavesOthersAlone(t *testing.T) {
+	ns, a, b := twoReplicas(t)
+	secret := registration(t, ns, "m")
+	if _, err := a.Acquire(t.Context(), "m", secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(t.Context(), "m", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(fence(t, ns, "m").Spec.HolderIdentity, ""); got != "a" {
+		t.Fatalf("b removed or changed a's fence: holder %q", got)
+	}
+	if err := a.Release(t.Context(), "m", true); err != nil {
+		t.Fatal(err)
+	}
+	l := &coordinationv1.Lease{}
+	if err := hub.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: sharding.FenceName("m")}, l); err == nil {
+		t.Fatal("the fence of a removed registration is still there")
+	}
+}
