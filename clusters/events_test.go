@@ -55,11 +55,26 @@ func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 	if kept < clusters.EventBurst || kept > clusters.EventBurst+refilled {
 		t.Fatalf("%d of %d Events kept, want the burst of %d plus at most %d refilled", kept, sent, clusters.EventBurst, refilled)
 	}
-	NewWithT(t).Eventually(func() (int, error) {
+	g := NewWithT(t)
+	events := func() (int, error) {
 		list := &eventsv1.EventList{}
 		err := alpha.Client.List(context.Background(), list, client.InNamespace(ns))
 		return len(list.Items), err
-	}, 30*time.Second, 100*time.Millisecond).Should(Equal(kept), "Events in the member's API server")
+	}
+	g.Eventually(events, 30*time.Second, 100*time.Millisecond).Should(Equal(kept), "Events in the member's API server")
+
+	// A marker, recorded once the budget has refilled for it: once it has
+	// arrived, the recorder has had its chance to send anything recorded
+	// before it. Exactly the kept Events and the marker arrive, and no
+	// late one after them.
+	time.Sleep(2 * time.Second / clusters.EventsPerSecond)
+	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker", UID: "uid-marker"}}
+	recorder.Eventf(marker, nil, corev1.EventTypeNormal, "Budget", "Test", "marker")
+	if now := int(testutil.ToFloat64(clusters.MemberEventsDropped.WithLabelValues(name))); now != dropped {
+		t.Fatalf("the marker Event was dropped (%d dropped, %d before): the budget did not refill", now, dropped)
+	}
+	g.Eventually(events, 30*time.Second, 100*time.Millisecond).Should(Equal(kept+1), "Events in the member's API server with the marker")
+	g.Consistently(events, 3*time.Second, 100*time.Millisecond).Should(Equal(kept+1), "Events arriving late")
 }
 
 // startMember starts a real API server (kube-apiserver and etcd) for the

@@ -2,12 +2,15 @@ package config_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -46,9 +49,7 @@ func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ st
 // render runs hack/render.sh, the overlay make deploy applies.
 func render(t *testing.T, image string) []*unstructured.Unstructured {
 	t.Helper()
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("kubectl is not on PATH")
-	}
+	requireKubectl(t)
 	var stderr bytes.Buffer
 	cmd := exec.Command("../hack/render.sh", image)
 	cmd.Stderr = &stderr
@@ -73,6 +74,18 @@ func render(t *testing.T, image string) []*unstructured.Unstructured {
 	}
 }
 
+// requireKubectl skips t when kubectl is not on PATH, and fails it instead
+// in CI (CI=true), where a skipped check would pass silently.
+func requireKubectl(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("kubectl is not on PATH, and CI=true: this test must run in CI (%v)", err)
+		}
+		t.Skip("kubectl is not on PATH")
+	}
+}
+
 func TestHubInstallRendersAndApplies(t *testing.T) {
 	const image = "registry.example/widgethub/widgethub:v0.1.0"
 	objs := render(t, image)
@@ -80,6 +93,7 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 	kinds := map[string]int{}
 	var deploy appsv1.Deployment
 	var pdb policyv1.PodDisruptionBudget
+	var namespace corev1.Namespace
 	for _, u := range objs {
 		kinds[u.GetKind()]++
 		if ns := u.GetNamespace(); ns != "" && ns != "widgethub-system" {
@@ -91,6 +105,8 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 			into = &deploy
 		case "PodDisruptionBudget":
 			into = &pdb
+		case "Namespace":
+			into = &namespace
 		default:
 			continue
 		}
@@ -104,6 +120,7 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 		t.Errorf("rendered kinds = %v, want %v (a ClusterRole needs a reason)", kinds, want)
 	}
 	checkManager(t, &deploy, image)
+	checkRestricted(t, &namespace, &deploy)
 	checkFailover(t, &deploy, &pdb)
 
 	// Apply: the namespace for real (a dry run would not make it), the rest
@@ -180,17 +197,68 @@ func checkManager(t *testing.T, d *appsv1.Deployment, image string) {
 	}
 }
 
-// checkFailover checks that a standby manager is always there to take over:
-// two replicas that elect a leader, and a disruption budget that evicts one at
-// a time.
+// checkRestricted checks what docs/install.md promises of the manager's pods
+// and namespace: the namespace enforces the restricted Pod Security level,
+// and the pods run as the non-root user 65532 (the image's, see the
+// Dockerfile), with every capability dropped, no privilege escalation and
+// the RuntimeDefault seccomp profile. The dry-run apply below checks the
+// Deployment against the level too, but only while the label is there.
+func checkRestricted(t *testing.T, ns *corev1.Namespace, d *appsv1.Deployment) {
+	t.Helper()
+	if ns.Name != "widgethub-system" {
+		t.Fatalf("rendered namespace %q, want widgethub-system", ns.Name)
+	}
+	if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+		t.Errorf("namespace label pod-security.kubernetes.io/enforce = %q, want restricted", got)
+	}
+	pod := d.Spec.Template.Spec.SecurityContext
+	if pod == nil {
+		pod = &corev1.PodSecurityContext{}
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil {
+		sc = &corev1.SecurityContext{}
+	}
+	// A container's setting wins over the pod's.
+	runAsNonRoot := cmp.Or(sc.RunAsNonRoot, pod.RunAsNonRoot)
+	if runAsNonRoot == nil || !*runAsNonRoot {
+		t.Errorf("runAsNonRoot is not set: pod %+v, container %+v", pod, sc)
+	}
+	if user := cmp.Or(sc.RunAsUser, pod.RunAsUser); user == nil || *user != 65532 {
+		t.Errorf("runAsUser = %v, want 65532", ptr.Deref(user, -1))
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("allowPrivilegeEscalation is not false: %+v", sc)
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("capabilities = %+v, want drop [ALL] and nothing added", sc.Capabilities)
+	}
+	seccomp := cmp.Or(sc.SeccompProfile, pod.SeccompProfile)
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccompProfile = %+v, want RuntimeDefault", seccomp)
+	}
+	dockerfile, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^USER 65532(:65532)?\s*$`).Match(dockerfile) {
+		t.Errorf("the Dockerfile does not run the image as user 65532:\n%s", dockerfile)
+	}
+}
+
+// checkFailover checks that the members always have replicas to serve them:
+// three replicas that share the members (sharding), and a disruption budget
+// that evicts one at a time.
 func checkFailover(t *testing.T, d *appsv1.Deployment, pdb *policyv1.PodDisruptionBudget) {
 	t.Helper()
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
-		t.Errorf("manager replicas = %d, want 2", ptr.Deref(d.Spec.Replicas, 0))
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+		t.Errorf("manager replicas = %d, want 3", ptr.Deref(d.Spec.Replicas, 0))
 	}
-	// The arguments parse as the binary parses them (cmd/widgethub), and leave
-	// leader election on.
+	// The arguments parse as the binary parses them (cmd/widgethub), and
+	// turn sharding on, each replica named after its Pod.
 	opts := app.DefaultOptions()
+	opts.ReplicaID = ""
 	fs := flag.NewFlagSet("widgethub", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	opts.BindFlags(fs)
@@ -201,8 +269,11 @@ func checkFailover(t *testing.T, d *appsv1.Deployment, pdb *policyv1.PodDisrupti
 	if err := fs.Parse(append(slices.Clone(c.Command), c.Args...)); err != nil {
 		t.Errorf("manager arguments %q: %v", c.Args, err)
 	}
-	if !opts.LeaderElection {
-		t.Errorf("manager arguments %q turn leader election off", c.Args)
+	if !opts.Sharding {
+		t.Errorf("manager arguments %q leave sharding off", c.Args)
+	}
+	if opts.ReplicaID != "" {
+		t.Errorf("manager arguments %q set one --replica-id for every replica; the default (the Pod's name) tells them apart", c.Args)
 	}
 	if opts.RegistrationNamespace != "widgethub-system" {
 		t.Errorf("registration namespace (and the Lease's) = %q, want widgethub-system", opts.RegistrationNamespace)
@@ -211,8 +282,8 @@ func checkFailover(t *testing.T, d *appsv1.Deployment, pdb *policyv1.PodDisrupti
 	if pdb.Name == "" {
 		t.Fatal("no PodDisruptionBudget rendered")
 	}
-	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.String() != "1" || pdb.Spec.MaxUnavailable != nil {
-		t.Errorf("PodDisruptionBudget minAvailable = %v, maxUnavailable = %v; want minAvailable 1", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.String() != "1" || pdb.Spec.MinAvailable != nil {
+		t.Errorf("PodDisruptionBudget minAvailable = %v, maxUnavailable = %v; want maxUnavailable 1", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
 	}
 	selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil || selector.Empty() || !selector.Matches(labels.Set(d.Spec.Template.Labels)) {

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -226,9 +227,13 @@ func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 // disengaged and its MemberCluster deleted, although the Secret stays.
 func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
 	d := deltaMember(t)
+	expectUnregistrationsDone(t) // no earlier test's registration of delta lingers
 	register(t, "unlabelled", d)
 	t.Cleanup(func() { unregister(t, "unlabelled") })
 	expectMemberReady(t, "unlabelled", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := types.NamespacedName{Namespace: "unlabelled", Name: "served"}
+	createWidget(t, d, key.Namespace, key.Name, 1)
+	expectReplicas(t, d, key, 1, eventually)
 	ctx := context.Background()
 	secret := &corev1.Secret{}
 	g := NewWithT(t)
@@ -240,6 +245,146 @@ func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
 	}, eventually, poll).Should(BeTrue(), "the MemberCluster of an unlabelled Secret")
 	g.Eventually(func(g Gomega) []string { return memberSeries(g, "unlabelled") }, eventually, poll).Should(BeEmpty(),
 		"the member's metrics are removed")
+
+	// Disengaged: a change in the member is no longer acted on, although the
+	// hub acts on a later change in a member it serves.
+	setReplicas(t, d, key, 2)
+	expectReconcilesPromptly(t, "unlabelled-witness", 2)
+	g.Consistently(func(g Gomega) {
+		g.Expect(deployment(g, d, key).Spec.Replicas).To(Equal(ptr.To[int32](1)))
+	}, quietFor, poll).Should(Succeed(), "a change in the member of an unlabelled Secret was reconciled")
+}
+
+// The hub reads registrations in its registration namespace only: a
+// labelled Secret elsewhere gets no MemberCluster and no metrics, while one
+// created after it in the registration namespace is engaged.
+func TestRegistrationNamespaceScopesTheHub(t *testing.T) {
+	ctx := context.Background()
+	const elsewhere = "not-the-registration-namespace"
+	g := NewWithT(t)
+	g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, elsewhere)).To(Succeed())
+	outsider := kubeconfig.NewSecret(elsewhere, "outsider", testFleet.Member("beta").Kubeconfig)
+	g.Expect(testFleet.Hub.Client.Create(ctx, outsider)).To(Succeed())
+	t.Cleanup(func() {
+		if err := testFleet.Hub.Client.Delete(ctx, outsider); client.IgnoreNotFound(err) != nil {
+			t.Error(err)
+		}
+	})
+	// The hub had its chance: a registration made after the outsider, in
+	// the registration namespace, is engaged.
+	register(t, "insider", testFleet.Member("beta"))
+	t.Cleanup(func() { unregister(t, "insider") })
+	expectMemberReady(t, "insider", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+
+	list := &v1alpha1.MemberClusterList{}
+	g.Expect(testFleet.Hub.Client.List(ctx, list)).To(Succeed())
+	for _, mc := range list.Items {
+		g.Expect(mc.Name).NotTo(Equal("outsider"), "a MemberCluster %s/%s for a Secret outside the registration namespace", mc.Namespace, mc.Name)
+	}
+	g.Expect(memberSeries(g, "outsider")).To(BeEmpty(), "metrics of a Secret outside the registration namespace")
+	g.Expect(secretEventsV1(g, "outsider")).To(BeEmpty())
+}
+
+// A member whose probes fail fewer times in a row than
+// --probe-failure-threshold stays Ready (its message names the failed
+// probe); the next passing probe clears it.
+func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
+	gamma := testFleet.Member("gamma")
+	proxy, err := fleet.NewProxy(hostPort(t, gamma))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Down)
+	registerData(t, "threshold", map[string][]byte{"kubeconfig": editKubeconfig(t, gamma.Kubeconfig,
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() })})
+	expectMemberReady(t, "threshold", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	threshold := managerOptions().ProbeFailureThreshold
+	g := NewWithT(t)
+
+	// Every status the hub writes meanwhile, as a poll of the MemberCluster sees it.
+	var mu sync.Mutex
+	var seen []string
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			mc := &v1alpha1.MemberCluster{}
+			if err := testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "threshold"}, mc); err == nil {
+				if ready := readyConditionOf(mc); ready != nil {
+					mu.Lock()
+					seen = append(seen, string(ready.Status)+" "+ready.Reason+": "+ready.Message)
+					mu.Unlock()
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	stopWatching := func() []string {
+		close(stop)
+		<-stopped
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
+
+	failures := func(g Gomega) float64 {
+		return counterSum(g, "widgethub_member_probe_failures_total", "cluster", "threshold")
+	}
+	before := failures(g)
+	proxy.Down()
+	g.Eventually(failures, eventually, poll).Should(BeNumerically(">=", before+float64(threshold-1)), "failed probes")
+	// The next probe comes a probe interval after the last one failed.
+	g.Expect(proxy.Up()).To(Succeed())
+	up := time.Now()
+	failed := failures(g) - before
+	expectMemberReadySince(t, "threshold", up, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	g.Eventually(func(g Gomega) {
+		g.Expect(readyConditionOf(memberCluster(g, "threshold")).Message).NotTo(ContainSubstring("probe failed"))
+	}, eventually, poll).Should(Succeed(), "a passing probe clears the failure")
+	statuses := stopWatching()
+
+	t.Logf("%v probes failed in a row (threshold %d); statuses seen: %q", failed, threshold, slices.Compact(slices.Clone(statuses)))
+	g.Expect(failed).To(Equal(float64(threshold-1)), "failed probes in a row: the member came back too late for this test")
+	g.Expect(statuses).To(ContainElement(ContainSubstring("last probe failed")), "the Ready condition names the failed probe")
+	for _, s := range statuses {
+		g.Expect(s).To(HavePrefix("True "+v1alpha1.MemberEngagedReason), "Ready after %d failed probes, threshold %d", threshold-1, threshold)
+	}
+}
+
+// status.lastProbeTime is rewritten although nothing else changes: at the
+// first probe a minute or more after it was last written.
+func TestLastProbeTimeIsRefreshed(t *testing.T) {
+	beta := testFleet.Member("beta")
+	register(t, "refreshed", beta)
+	t.Cleanup(func() { unregister(t, "refreshed") })
+	mc := expectMemberReady(t, "refreshed", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	g := NewWithT(t)
+	// The first write after the engagement: its lastProbeTime is then kept
+	// while the status does not change.
+	var first time.Time
+	g.Eventually(func(g Gomega) {
+		mc = memberCluster(g, "refreshed")
+		g.Expect(mc.Status.LastProbeTime).NotTo(BeNil())
+		first = mc.Status.LastProbeTime.Time
+		g.Consistently(func(g Gomega) {
+			g.Expect(memberCluster(g, "refreshed").Status.LastProbeTime.Time).To(Equal(first))
+		}, 2*managerOptions().ProbeInterval, time.Second).Should(Succeed())
+	}, eventually, poll).Should(Succeed())
+	opts := managerOptions()
+	limit := time.Minute + opts.ProbeInterval + time.Second // whole seconds
+	var next time.Time
+	g.Eventually(func(g Gomega) {
+		next = memberCluster(g, "refreshed").Status.LastProbeTime.Time
+		g.Expect(next).NotTo(Equal(first))
+	}, limit+eventually, time.Second).Should(Succeed())
+	t.Logf("lastProbeTime went from %s to %s (%s)", first.Format(time.TimeOnly), next.Format(time.TimeOnly), next.Sub(first))
+	g.Expect(next.Sub(first)).To(BeNumerically("<=", limit),
+		"docs/member-health.md: lastProbeTime is rewritten at the first probe a minute after it was last written")
+	g.Expect(readyConditionOf(memberCluster(g, "refreshed")).Reason).To(Equal(v1alpha1.MemberEngagedReason))
 }
 
 // memberSeries names the widgethub_member_* families with series labelled
@@ -326,6 +471,21 @@ func denyDeploymentWrites(t *testing.T, cp *fleet.ControlPlane, ns string) (lift
 	return lift
 }
 
+// denyDeploymentWritesInForce is denyDeploymentWrites that returns once the
+// policy is in force: a dry-run write of a Deployment in ns is refused.
+func denyDeploymentWritesInForce(t *testing.T, cp *fleet.ControlPlane, ns string) (lift func()) {
+	t.Helper()
+	ensureNamespace(t, cp, ns)
+	lift = denyDeploymentWrites(t, cp, ns)
+	NewWithT(t).Eventually(func() error {
+		return cp.Client.Create(context.Background(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}}}, client.DryRunAll)
+	}, eventually, poll).Should(MatchError(ContainSubstring("refused here")))
+	return lift
+}
+
 // A member that answers its probes but refuses most of what the hub writes
 // turns Degraded, and Engaged again once its writes succeed.
 func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
@@ -335,14 +495,7 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 	t.Cleanup(func() { unregister(t, "degraded") })
 	expectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	ensureNamespace(t, d, ns)
-	lift := denyDeploymentWrites(t, d, ns)
-	// The policy is in force once a write of ours is refused.
-	NewWithT(t).Eventually(func() error {
-		return d.Client.Create(context.Background(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
-			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}}}, client.DryRunAll)
-	}, eventually, poll).Should(MatchError(ContainSubstring("refused here")))
+	lift := denyDeploymentWritesInForce(t, d, ns)
 
 	for i := range widgets {
 		createWidget(t, d, ns, fmt.Sprintf("w-%02d", i), 1)

@@ -247,15 +247,72 @@ func widgetReconciles(g Gomega) float64 {
 	return counterSum(g, "controller_runtime_reconcile_total", "controller", "widget")
 }
 
+// queueCounts are the shared queue's counters and the Widget controller's
+// reconciles, as the manager's metrics registry reports them.
+type queueCounts struct {
+	adds, handedOut, done, reconciles, depth, active float64
+}
+
+func readQueueCounts(g Gomega) queueCounts {
+	series, err := seriesLabelled("name", "widget")
+	g.Expect(err).NotTo(HaveOccurred())
+	one := func(family string) *dto.Metric {
+		g.Expect(series[family]).To(HaveLen(1), "series of %s{name=\"widget\"}", family)
+		return series[family][0]
+	}
+	active, _ := gaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
+	return queueCounts{
+		adds:       one("widgethub_workqueue_adds_total").GetCounter().GetValue(),
+		handedOut:  float64(one("widgethub_workqueue_queue_duration_seconds").GetHistogram().GetSampleCount()),
+		done:       float64(one("widgethub_workqueue_work_duration_seconds").GetHistogram().GetSampleCount()),
+		depth:      one("widgethub_workqueue_depth").GetGauge().GetValue(),
+		reconciles: widgetReconciles(g),
+		active:     active,
+	}
+}
+
+// quietQueueCounts waits for a moment when nothing is queued or in flight
+// (every request handed out is done, no worker busy, two reads alike) and
+// returns the counts then.
+func quietQueueCounts(t *testing.T) queueCounts {
+	t.Helper()
+	var c queueCounts
+	NewWithT(t).Eventually(func(g Gomega) {
+		c = readQueueCounts(g)
+		g.Expect(c.depth).To(BeZero())
+		g.Expect(c.active).To(BeZero())
+		g.Expect(c.handedOut).To(Equal(c.done))
+		time.Sleep(poll)
+		g.Expect(readQueueCounts(g)).To(Equal(c))
+	}, eventually, poll).Should(Succeed(), "the shared queue never went quiet")
+	return c
+}
+
+// The shared queue's metrics account for every request exactly: between two
+// quiet moments, each request added was handed out once, done once, and
+// reconciled once by the Widget controller.
 func TestSharedQueueReportsMetrics(t *testing.T) {
 	g := NewWithT(t)
-	before := counterSum(g, "widgethub_workqueue_adds_total", "name", "widget")
 	alpha := testFleet.Member("alpha")
 	register(t, "alpha", alpha)
-	createWidget(t, alpha, "shop", "counted", 1)
-	g.Eventually(func() float64 {
-		return counterSum(g, "widgethub_workqueue_adds_total", "name", "widget")
-	}, eventually, poll).Should(BeNumerically(">", before))
+	expectMemberReady(t, "alpha", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	before := quietQueueCounts(t)
+
+	key := createShopWidget(t, alpha, "counted", 1)
+	g.Eventually(func(g Gomega) {
+		w := widget(g, alpha, key)
+		g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
+		deployment(g, alpha, key)
+	}, eventually, poll).Should(Succeed())
+	after := quietQueueCounts(t)
+
+	added := after.adds - before.adds
+	t.Logf("one new Widget: %v requests added, %v handed out, %v done, %v reconciles", added,
+		after.handedOut-before.handedOut, after.done-before.done, after.reconciles-before.reconciles)
+	g.Expect(added).To(BeNumerically(">=", 1), "the new Widget's request")
+	g.Expect(after.handedOut-before.handedOut).To(Equal(added), "requests handed out (queue_duration_seconds observations)")
+	g.Expect(after.done-before.done).To(Equal(added), "requests done (work_duration_seconds observations)")
+	g.Expect(after.reconciles-before.reconciles).To(Equal(added), "Widget reconciles (controller_runtime_reconcile_total)")
 }
 
 func TestUnchangedWidgetWritesNothing(t *testing.T) {
@@ -269,6 +326,9 @@ func TestUnchangedWidgetWritesNothing(t *testing.T) {
 		g.Expect(readyCondition(widget(g, beta, key)).Status).To(Equal(metav1.ConditionTrue))
 	}, eventually, poll).Should(Succeed())
 
+	witness := createShopWidget(t, beta, "steady-witness", 1)
+	g.Eventually(func(g Gomega) { deployment(g, beta, witness) }, eventually, poll).Should(Succeed())
+
 	// Touch the Deployment without changing what widgethub owns: that
 	// triggers a reconcile, which must write neither object.
 	before := widgetReconciles(g)
@@ -278,6 +338,9 @@ func TestUnchangedWidgetWritesNothing(t *testing.T) {
 	deployRV := d.ResourceVersion
 	widgetRV := widget(g, beta, key).ResourceVersion
 	g.Eventually(func() float64 { return widgetReconciles(g) }, eventually, poll).Should(BeNumerically(">", before))
+	// The hub had its chance: a later Deployment event of the same member
+	// (on the same watch, so delivered after the touch) was acted on.
+	expectDriftUndone(t, beta, witness, 1)
 	g.Consistently(func(g Gomega) {
 		g.Expect(deployment(g, beta, key).ResourceVersion).To(Equal(deployRV))
 		g.Expect(widget(g, beta, key).ResourceVersion).To(Equal(widgetRV))
@@ -300,8 +363,12 @@ func TestNegativeReplicasAreRejected(t *testing.T) {
 func TestChangedKubeconfigMovesTheEngagement(t *testing.T) {
 	g := NewWithT(t)
 	alpha, gamma := testFleet.Member("alpha"), testFleet.Member("gamma")
+	expectUnregistrationsDone(t) // no earlier test's registration of gamma lingers
 	register(t, "alpha", alpha)
 	moved := createShopWidget(t, gamma, "moved", 1)
+	// The hub had its chance: a change made after gamma's Widget, in a
+	// member it serves, was acted on.
+	expectReconcilesPromptly(t, "moved-witness", 2)
 	g.Consistently(func() bool {
 		return apierrors.IsNotFound(gamma.Client.Get(context.Background(), moved, &appsv1.Deployment{}))
 	}, quietFor, poll).Should(BeTrue(), "gamma is not registered yet")
@@ -310,8 +377,12 @@ func TestChangedKubeconfigMovesTheEngagement(t *testing.T) {
 	register(t, "alpha", gamma)
 	g.Eventually(func(g Gomega) { deployment(g, gamma, moved) }, eventually, poll).Should(Succeed())
 
-	// alpha's API server is no longer served under that name.
+	// alpha's API server is no longer served under that name: its member was
+	// disengaged before gamma was engaged, and a Widget of gamma (served as
+	// "alpha") created after alpha's Widget is reconciled first.
 	left := createShopWidget(t, alpha, "left-behind", 1)
+	after := createShopWidget(t, gamma, "after-left-behind", 1)
+	g.Eventually(func(g Gomega) { deployment(g, gamma, after) }, eventually, poll).Should(Succeed())
 	g.Consistently(func() bool {
 		return apierrors.IsNotFound(alpha.Client.Get(context.Background(), left, &appsv1.Deployment{}))
 	}, quietFor, poll).Should(BeTrue())
@@ -324,6 +395,11 @@ func TestChangedKubeconfigMovesTheEngagement(t *testing.T) {
 func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
+	// No earlier registration of gamma lingers, and beta, whose changes show
+	// that the hub is at work, is engaged before the snapshot.
+	expectUnregistrationsDone(t)
+	register(t, "beta", testFleet.Member("beta"))
+	expectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	// None of the goroutines the member starts may outlive it.
 	before := takeGoroutineSnapshot()
 
@@ -332,17 +408,39 @@ func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To(int32(1))))
 	}, eventually, poll).Should(Succeed())
+	// Its MemberCluster is written once it is engaged: its deletion below is
+	// then the hub's answer to the unregistration.
+	expectMemberReady(t, "temporary", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	unregister(t, "temporary")
-	// Wait until the member is gone for the manager: a change is not acted on.
-	g.Eventually(func(g Gomega) {
-		w := widget(g, gamma, key)
-		w.Spec.Replicas = ptr.To(*w.Spec.Replicas + 1)
-		g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
-		g.Consistently(func(g Gomega) {
-			g.Expect(deployment(g, gamma, key).Spec.Replicas).NotTo(Equal(w.Spec.Replicas))
-		}, quietFor, poll).Should(Succeed())
-	}, eventually, poll).Should(Succeed())
+	// The member is gone for the manager once its MemberCluster is: a change
+	// made then is not acted on, although the hub acts on a later change in
+	// a member it serves.
+	expectUnregistered(t, "temporary")
+	w := widget(g, gamma, key)
+	w.Spec.Replicas = ptr.To(*w.Spec.Replicas + 1)
+	g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
+	expectReconcilesPromptly(t, "temporary-witness", 2)
+	g.Consistently(func(g Gomega) {
+		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To(int32(1))))
+	}, quietFor, poll).Should(Succeed(), "a change in an unregistered member was reconciled")
 
 	expectNoneLeftSince(t, before)
+}
+
+// expectDriftUndone changes the replicas of key's Deployment in cp behind the
+// hub's back and waits until the hub has set them back to want: proof that
+// the hub acted on this Deployment event of cp, and so had its chance at the
+// Deployment events of cp before it.
+func expectDriftUndone(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, want int32) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		d := deployment(g, cp, key)
+		d.Spec.Replicas = ptr.To(want + 5)
+		g.Expect(cp.Client.Update(context.Background(), d)).To(Succeed())
+	}, eventually, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(deployment(g, cp, key).Spec.Replicas).To(Equal(ptr.To(want)))
+	}, eventually, poll).Should(Succeed(), "the hub undoes a drift of Deployment %s in %s", key, cp.Name)
 }

@@ -1,0 +1,265 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// scraped is one series of a Prometheus text exposition.
+type scraped struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// exposition is what a /metrics endpoint served: each family's TYPE, and
+// its series (for a histogram, its _bucket, _sum and _count lines).
+type exposition struct {
+	types  map[string]string
+	series []scraped
+}
+
+var scrapeLabel = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
+
+func parseExposition(r io.Reader) (*exposition, error) {
+	e := &exposition{types: map[string]string{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 {
+				return nil, fmt.Errorf("TYPE line %q", line)
+			}
+			e.types[f[0]] = f[1]
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := scraped{labels: map[string]string{}}
+		rest := line
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			end := strings.LastIndexByte(line, '}')
+			if end < i {
+				return nil, fmt.Errorf("series %q", line)
+			}
+			s.name, rest = line[:i], line[end+1:]
+			for _, m := range scrapeLabel.FindAllStringSubmatch(line[i+1:end], -1) {
+				s.labels[m[1]] = m[2]
+			}
+		} else {
+			s.name, rest, _ = strings.Cut(line, " ")
+		}
+		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("series %q: %w", line, err)
+		}
+		s.value = v
+		e.series = append(e.series, s)
+	}
+	return e, sc.Err()
+}
+
+// value is the series name{label=value}, and whether it is there.
+func (e *exposition) value(name, label, value string) (float64, bool) {
+	for _, s := range e.series {
+		if s.name == name && s.labels[label] == value {
+			return s.value, true
+		}
+	}
+	return 0, false
+}
+
+// namesLabelled lists the series names with label=value whose name has prefix.
+func (e *exposition) namesLabelled(prefix, label, value string) []string {
+	var names []string
+	for _, s := range e.series {
+		if strings.HasPrefix(s.name, prefix) && s.labels[label] == value {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
+
+var (
+	scrapeMembersOnce sync.Once
+	scrapeMembers     []*fleet.ControlPlane
+	scrapeMembersErr  error
+)
+
+// scrapeMembersOf starts, once, two members that only the metrics test's
+// manager serves, so that everything its metrics count is the test's doing.
+func scrapeMembersOf(t *testing.T) (a, b *fleet.ControlPlane) {
+	t.Helper()
+	scrapeMembersOnce.Do(func() {
+		scrapeMembers, scrapeMembersErr = testFleet.AddMembers("scrape-a", "scrape-b")
+		for _, m := range scrapeMembers {
+			credentials.addKubeconfig(m.Kubeconfig)
+		}
+	})
+	if scrapeMembersErr != nil {
+		t.Fatal(scrapeMembersErr)
+	}
+	return scrapeMembers[0], scrapeMembers[1]
+}
+
+func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
+	const ns = "widgethub-scrape"
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin := buildManager(t, dir)
+	a, b := scrapeMembersOf(t)
+	g := NewWithT(t)
+	g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, ns)).To(Succeed())
+	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
+	g.Expect(os.WriteFile(hubKubeconfig, testFleet.Hub.Kubeconfig, 0o600)).To(Succeed())
+
+	proxy, err := fleet.NewProxy(hostPort(t, b))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(proxy.Down)
+	registrations := map[string][]byte{
+		a.Name: a.Kubeconfig,
+		b.Name: editKubeconfig(t, b.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() }),
+	}
+	for name, kc := range registrations {
+		secret := kubeconfig.NewSecret(ns, name, kc)
+		if err := testFleet.Hub.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) { // -count=2
+			g.Expect(testFleet.Hub.Client.Update(ctx, secret)).To(Succeed())
+		} else {
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, kubeconfig.NewSecret(ns, name, nil)) })
+	}
+	for i := range 3 {
+		createWidget(t, a, "shop", fmt.Sprintf("scraped-%d", i), 1)
+	}
+	createWidget(t, b, "shop", "scraped", 1)
+
+	addr, err := fleet.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	const probeInterval, threshold = time.Second, 2
+	started := time.Now()
+	startManagerProcess(t, bin, dir, "scrape", []string{"--kubeconfig=" + hubKubeconfig, "--registration-namespace=" + ns,
+		"--leader-elect=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0",
+		"--probe-interval=" + probeInterval.String(), "--probe-timeout=1s", fmt.Sprintf("--probe-failure-threshold=%d", threshold)})
+	scrape := func(g Gomega) *exposition {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		e, err := parseExposition(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		return e
+	}
+	series := func(g Gomega, e *exposition, name, cluster string) float64 {
+		v, ok := e.value(name, "cluster", cluster)
+		g.Expect(ok).To(BeTrue(), "%s{cluster=%q} is served", name, cluster)
+		return v
+	}
+
+	// Both members engaged and answering.
+	var e *exposition
+	g.Eventually(func(g Gomega) {
+		e = scrape(g)
+		for _, m := range []string{a.Name, b.Name} {
+			g.Expect(series(g, e, "widgethub_member_ready", m)).To(Equal(1.0), "member %s ready", m)
+			since := series(g, e, "widgethub_member_engaged_since_seconds", m)
+			g.Expect(since).To(BeNumerically(">=", float64(started.Unix())), "member %s engaged since", m)
+			g.Expect(since).To(BeNumerically("<=", float64(time.Now().Unix())), "member %s engaged since", m)
+			g.Expect(series(g, e, "widgethub_member_probe_duration_seconds_count", m)).To(BeNumerically(">=", 1), "member %s probed", m)
+		}
+		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(3.0))
+		g.Expect(series(g, e, "widgethub_member_widgets", b.Name)).To(Equal(1.0))
+	}, eventually, poll).Should(Succeed())
+	for _, m := range []string{a.Name, b.Name} {
+		// Every probe is timed: the histogram has its buckets, up to +Inf.
+		_, inf := e.value("widgethub_member_probe_duration_seconds_bucket", "cluster", m)
+		g.Expect(inf).To(BeTrue(), "probe duration buckets of %s", m)
+		g.Expect(e.namesLabelled("widgethub_member_probe_duration_seconds_sum", "cluster", m)).NotTo(BeEmpty())
+	}
+
+	// a's Deployment writes are refused: its reconcile errors are counted, b's are not.
+	denyDeploymentWritesInForce(t, a, "refused")
+	createWidget(t, a, "refused", "refused", 1)
+	g.Eventually(func(g Gomega) {
+		e = scrape(g)
+		g.Expect(series(g, e, "widgethub_member_reconcile_errors_total", a.Name)).To(BeNumerically(">=", 1))
+		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(4.0))
+	}, eventually, poll).Should(Succeed())
+	if v, ok := e.value("widgethub_member_reconcile_errors_total", "cluster", b.Name); ok {
+		g.Expect(v).To(BeZero(), "b's reconciles do not fail")
+	}
+
+	// b stops answering: parked after the threshold of failed probes.
+	proxy.Down()
+	g.Eventually(func(g Gomega) {
+		e = scrape(g)
+		g.Expect(series(g, e, "widgethub_member_ready", b.Name)).To(Equal(0.0))
+		g.Expect(series(g, e, "widgethub_member_engaged_since_seconds", b.Name)).To(Equal(0.0), "b is not engaged")
+		failures := series(g, e, "widgethub_member_probe_failures_total", b.Name)
+		g.Expect(failures).To(BeNumerically(">=", threshold))
+		g.Expect(series(g, e, "widgethub_member_probe_duration_seconds_count", b.Name)).To(BeNumerically(">=", failures), "every probe is timed")
+	}, eventually, poll).Should(Succeed())
+	// a stays engaged (its failing writes may have made it Degraded: not ready).
+	g.Expect(series(g, e, "widgethub_member_engaged_since_seconds", a.Name)).To(BeNumerically(">=", float64(started.Unix())), "a is still engaged")
+
+	// docs/metrics.md: names and types.
+	types := map[string]string{
+		"widgethub_member_ready":                                "gauge",
+		"widgethub_member_engaged_since_seconds":                "gauge",
+		"widgethub_member_probe_duration_seconds":               "histogram",
+		"widgethub_member_probe_failures_total":                 "counter",
+		"widgethub_member_widgets":                              "gauge",
+		"widgethub_member_reconcile_errors_total":               "counter",
+		"widgethub_workqueue_depth":                             "gauge",
+		"widgethub_workqueue_adds_total":                        "counter",
+		"widgethub_workqueue_queue_duration_seconds":            "histogram",
+		"widgethub_workqueue_work_duration_seconds":             "histogram",
+		"widgethub_workqueue_unfinished_work_seconds":           "gauge",
+		"widgethub_workqueue_longest_running_processor_seconds": "gauge",
+		"widgethub_workqueue_retries_total":                     "counter",
+		"widgethub_workqueue_unresponsive_in_flight":            "gauge",
+		"controller_runtime_reconcile_total":                    "counter",
+	}
+	for name, typ := range types {
+		g.Expect(e.types).To(HaveKeyWithValue(name, typ), "# TYPE of %s", name)
+		if strings.HasPrefix(name, "widgethub_workqueue_") {
+			sample := name
+			if typ == "histogram" {
+				sample += "_count"
+			}
+			_, ok := e.value(sample, "name", "widget")
+			g.Expect(ok).To(BeTrue(), "%s{name=\"widget\"} is served", sample)
+		}
+	}
+	_, ok := e.value("controller_runtime_reconcile_total", "controller", "widget")
+	g.Expect(ok).To(BeTrue(), "controller_runtime_reconcile_total{controller=\"widget\"}")
+
+	// a unregistered: its series go, b's stay.
+	g.Expect(testFleet.Hub.Client.Delete(ctx, kubeconfig.NewSecret(ns, a.Name, nil))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		e = scrape(g)
+		g.Expect(e.namesLabelled("widgethub_member_", "cluster", a.Name)).To(BeEmpty(), "series of the unregistered member")
+		g.Expect(e.namesLabelled("widgethub_member_", "cluster", b.Name)).NotTo(BeEmpty(), "series of the registered member")
+	}, eventually, poll).Should(Succeed())
+}
