@@ -4,6 +4,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +37,14 @@ const (
 func TestQuietMemberIsServedDuringAFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// A failure says how loaded the machine was, so that a reader can tell
+	// another CPU-heavy process's noise from a regression of the queue.
+	atStart := machineLoad()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("machine load: %s at the start, %s at the end", atStart, machineLoad())
+		}
+	})
 	f := engagedFlood(ctx, t, testFleet.Member("flooded"), testFleet.Member("quiet"))
 	res, err := f.run(ctx)
 	if err != nil {
@@ -125,16 +137,30 @@ func expectQuietServedDuringBacklog(t *testing.T, res *floodResult) {
 	// backlog left when the last Widget of the flood is created, about half
 	// the drain time or more, and the median a tenth of it.
 	if slowest > drain/3 {
-		t.Errorf("the slowest quiet change took %s, more than a third of the flood's drain time %s: the quiet member waited behind the flood",
-			formatDuration(slowest), formatDuration(drain))
+		t.Errorf("the slowest quiet change took %s, more than a third of the flood's drain time %s: the quiet member waited behind the flood (machine load %s)",
+			formatDuration(slowest), formatDuration(drain), machineLoad())
 	}
 	if p50.value > drain/20 {
-		t.Errorf("the median quiet change took %s, more than a twentieth of the flood's drain time %s", p50, formatDuration(drain))
+		t.Errorf("the median quiet change took %s, more than a twentieth of the flood's drain time %s (machine load %s)", p50, formatDuration(drain), machineLoad())
 	}
 	if duringBacklog < len(res.changes)*9/10 {
-		t.Errorf("only %d of %d quiet changes were reconciled while the flooded member still had unreconciled Widgets",
-			duringBacklog, len(res.changes))
+		t.Errorf("only %d of %d quiet changes were reconciled while the flooded member still had unreconciled Widgets (machine load %s)",
+			duringBacklog, len(res.changes), machineLoad())
 	}
+}
+
+// machineLoad is the load averages of /proc/loadavg (1, 5 and 15 minutes)
+// and the number of CPUs.
+func machineLoad() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return fmt.Sprintf("unknown (%v) on %d CPUs", err, runtime.NumCPU())
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return fmt.Sprintf("%q on %d CPUs", data, runtime.NumCPU())
+	}
+	return fmt.Sprintf("%s %s %s (1, 5, 15 min) on %d CPUs", f[0], f[1], f[2], runtime.NumCPU())
 }
 
 // startTracker starts a tracker of cp's Widgets in namespace (all when

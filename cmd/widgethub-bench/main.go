@@ -60,6 +60,9 @@ type sizes struct {
 	ceilingFor                            time.Duration
 	idleMembers, idleServers, idleWidgets int
 	convergeMembers, convergeWidgets      int
+	// shardMembers registrations over shardServers API servers holding
+	// shardWidgets Widgets each, served by 1 and by shardReplicas replicas.
+	shardMembers, shardServers, shardWidgets, shardReplicas int
 	// window bounds every widgethub measurement (exceeding it fails the run);
 	// peerWindow bounds the peer's flood and convergence, which it does not
 	// finish in useful time with client-go's default 5 QPS.
@@ -76,6 +79,7 @@ func fullSizes() sizes {
 		ceilingFor:  5 * time.Second,
 		idleMembers: 20, idleServers: 4, idleWidgets: 100,
 		convergeMembers: 10, convergeWidgets: 1000,
+		shardMembers: 100, shardServers: 4, shardWidgets: 20, shardReplicas: 3,
 		window: 10 * time.Minute, peerWindow: 90 * time.Second,
 		settle: 5 * time.Second,
 	}
@@ -89,12 +93,13 @@ func quickSizes() sizes {
 	s.ceilingFor = 2 * time.Second
 	s.idleMembers, s.idleServers = 6, 2
 	s.convergeMembers, s.convergeWidgets = 3, 200
+	s.shardMembers, s.shardServers = 12, 2
 	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
 	s.settle = 2 * time.Second
 	return s
 }
 
-var scenarios = []string{"engage", "fairness", "memory", "converge"}
+var scenarios = []string{"engage", "fairness", "memory", "converge", "sharding"}
 
 func main() {
 	var (
@@ -110,6 +115,8 @@ func main() {
 		idleServers     = flag.Int("idle-servers", 0, "API servers the idle members' registrations point at (default 4, quick 2)")
 		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process, and of the flooded API server during each flood, to this directory")
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
+		shardMembers    = flag.Int("shard-members", 0, "registrations of the sharding measurement (default 100, quick 12)")
+		replicaID       = flag.String("replica-id", "", "internal: run -manager widgethub sharded, as this replica")
 	)
 	opts := app.DefaultOptions()
 	opts.LeaderElection = false // one manager in-process: no standby to hand over to
@@ -120,6 +127,7 @@ func main() {
 	flag.Parse()
 
 	if *managerImpl != "" {
+		opts.Sharding, opts.ReplicaID = *replicaID != "", *replicaID
 		if err := runManager(*managerImpl, *hubKubeconfig, *cpuProfile, opts); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -137,6 +145,7 @@ func main() {
 	setIf(&s.idleMembers, *idleMembers)
 	setIf(&s.idleServers, *idleServers)
 	setIf(&s.peerWindow, *peerWindow)
+	setIf(&s.shardMembers, *shardMembers)
 	managerArgs := []string{
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
 		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
@@ -237,6 +246,8 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 			err = b.memory(ctx)
 		case "converge":
 			err = b.converge(ctx)
+		case "sharding":
+			err = b.shards(ctx)
 		default:
 			err = fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarios, ", "))
 		}

@@ -118,7 +118,12 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 		}
 	}
 	cancel()
-	return <-done
+	err = <-done
+	if err != nil {
+		// A manager that does not stop in time: show where it hangs.
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	}
+	return err
 }
 
 // newPeer is multicluster-runtime's kubeconfig provider, reading widgethub's

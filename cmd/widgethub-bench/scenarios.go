@@ -314,7 +314,7 @@ func (b *benchmark) memory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	names, kubeconfigs, err := idleRegistrations(servers, b.idleMembers)
+	names, kubeconfigs, err := userRegistrations(servers, "idle", b.idleMembers)
 	if err != nil {
 		return err
 	}
@@ -332,14 +332,14 @@ func (b *benchmark) memory(ctx context.Context) error {
 	return nil
 }
 
-// idleRegistrations adds n users spread over servers and returns their names
-// and kubeconfigs: n registrations, each its own user, so its own client,
-// cache and connections.
-func idleRegistrations(servers []member, n int) (names []string, kubeconfigs [][]byte, err error) {
+// userRegistrations adds n users named prefix-NN spread over servers and
+// returns their names and kubeconfigs: n registrations, each its own user,
+// so its own client, cache and connections.
+func userRegistrations(servers []member, prefix string, n int) (names []string, kubeconfigs [][]byte, err error) {
 	names = make([]string, n)
 	kubeconfigs = make([][]byte, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("idle-%02d", i)
+		names[i] = fmt.Sprintf("%s-%02d", prefix, i)
 		user, err := servers[i%len(servers)].Env.AddUser(envtest.User{Name: names[i], Groups: []string{"system:masters"}}, nil)
 		if err != nil {
 			return nil, nil, err

@@ -20,6 +20,7 @@ const (
 	rowMemoryPerMember
 	rowMemoryTotal
 	rowConverge
+	rowShardEngage
 	rowCount
 )
 
@@ -57,6 +58,8 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowMemoryPerMember: fmt.Sprintf("hub heap per idle member (%d members x %d Widgets; %d API servers)", b.idleMembers, b.idleWidgets, b.idleServers),
 		rowMemoryTotal:     fmt.Sprintf("hub memory with %d idle members", b.idleMembers),
 		rowConverge:        fmt.Sprintf("cold start: %d members x %d Widgets, manager start -> all reconciled", b.convergeMembers, b.convergeWidgets),
+		rowShardEngage: fmt.Sprintf("sharding: %d registrations (%d API servers, %d Widgets each) on 1 replica, then on %d replicas: Secrets created -> all engaged; heap and RSS per replica once idle",
+			b.shardMembers, b.shardServers, b.shardWidgets, b.shardReplicas),
 	}
 }
 
@@ -65,6 +68,7 @@ var targets = [rowCount]string{
 	rowFairness:        "p99 < 100 ms",
 	rowThroughput:      ">= 50% of 8-writer ceiling",
 	rowMemoryPerMember: "100 members < 512 MiB",
+	rowShardEngage:     "members' heap per replica <= 1.5/N of one replica's",
 }
 
 // print writes the table as Markdown, with the run's conditions above it.
