@@ -9,7 +9,9 @@
 // replica counts another as live while it sees that Lease change within its
 // leaseDurationSeconds, measured on its own clock from the moment it saw the
 // change (as client-go's leader election does), so clock skew between
-// replicas does not matter. A replica that stops cleanly deletes its Lease
+// replicas does not matter. Liveness is read from the API server, never from
+// the hub cache, which after a partition still holds the Leases from before
+// it and would make every other replica look expired. A replica that stops cleanly deletes its Lease
 // once it has handed its members over, and the others take them at once.
 //
 // # Assignment
@@ -27,7 +29,8 @@
 // (labelled widgethub.io/lease=member) whose holderIdentity is the replica
 // serving it and whose leaseTransitions counts the hand-overs. Acquire takes
 // a fence only when it is free, held by this replica, or held by a replica
-// that is no longer live; every write is a compare-and-swap on the Lease's
+// whose heartbeat it has just read from the API server and seen expired or
+// gone; every write is a compare-and-swap on the Lease's
 // resourceVersion. The owner that loses a member drains it first (refuses its
 // new requests, waits for those in flight, stops its caches and probes) and
 // then Releases the fence, which wakes the new owner.

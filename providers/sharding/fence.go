@@ -37,7 +37,8 @@ func (s *Shards) Holds(member string) bool {
 
 // Acquire takes member's fence for this replica and returns the term it
 // holds it in (pass it to Gate). The fence is taken when it does not exist,
-// is free, is this replica's, or is held by a replica that is not live;
+// is free, is this replica's, or is held by a replica whose heartbeat, read
+// from the API server, has expired or is gone;
 // otherwise Acquire returns a *HeldError and the holder must release it
 // first. registration, the object that registers member, owns a new fence,
 // so that the fence goes with it.
@@ -77,11 +78,14 @@ func (s *Shards) Acquire(ctx context.Context, member string, registration client
 		return 0, fmt.Errorf("get fence Lease %s: %w", key.Name, err)
 	default:
 		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
-		s.mu.Lock()
-		taken := holder != "" && holder != s.opts.ReplicaID && s.liveLocked(holder)
-		s.mu.Unlock()
-		if taken {
-			return 0, &HeldError{Holder: holder}
+		if holder != "" && holder != s.opts.ReplicaID {
+			expired, err := s.holderExpired(ctx, holder)
+			if err != nil {
+				return 0, err
+			}
+			if !expired {
+				return 0, &HeldError{Holder: holder}
+			}
 		}
 		if holder != s.opts.ReplicaID {
 			s.log.Info("Taking over a member's fence", "cluster", member, "from", holder,

@@ -146,7 +146,7 @@ func (s *Shards) Beat(ctx context.Context) {
 }
 
 // Run beats every RenewInterval until ctx ends; kick asks for an early look
-// at the Leases (on a Lease event). It does not delete the heartbeat: Retire
+// at the Leases (on a Lease event), taken when a heartbeat appeared or went. It does not delete the heartbeat: Retire
 // does, once the members are handed over.
 func (s *Shards) Run(ctx context.Context, kick <-chan struct{}) {
 	tick := time.NewTicker(s.opts.RenewInterval)
@@ -158,7 +158,9 @@ func (s *Shards) Run(ctx context.Context, kick <-chan struct{}) {
 		case <-tick.C:
 			s.Beat(ctx)
 		case <-kick:
-			s.refresh(ctx)
+			if s.membershipChanged(ctx) {
+				s.refresh(ctx)
+			}
 		}
 	}
 }
@@ -255,41 +257,44 @@ func (s *Shards) stamp(lease *coordinationv1.Lease, now metav1.MicroTime) {
 	lease.Spec.RenewTime = &now
 }
 
-// refresh recomputes the live replicas from the heartbeats in the cache and
-// announces a change of them or of the term.
+// refresh recomputes the live replicas from the heartbeats on the API server
+// and announces a change of them or of the term. Liveness is never judged
+// from the hub cache: after a partition the cache still holds the Leases from
+// before it, and every other replica would look expired. When the list
+// fails, the sightings only age: this replica's view then shrinks (the
+// others expire in it, and it drops out itself once its term lapses), which
+// makes it claim nothing.
 func (s *Shards) refresh(ctx context.Context) {
+	listCtx, cancel := context.WithTimeout(ctx, s.opts.RenewInterval)
+	defer cancel()
 	list := &coordinationv1.LeaseList{}
-	if err := s.reader.List(ctx, list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{LeaseLabel: roleReplica}); err != nil {
-		if ctx.Err() == nil {
-			s.log.Error(err, "Could not list the replicas' heartbeat Leases")
-		}
+	err := s.api.List(listCtx, list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{LeaseLabel: roleReplica})
+	if err != nil && ctx.Err() == nil {
+		s.log.Error(err, "Could not list the replicas' heartbeat Leases")
+	}
+	if ctx.Err() != nil {
 		return
 	}
 	now := time.Now()
 	s.mu.Lock()
-	present := map[string]bool{}
-	for i := range list.Items {
-		l := &list.Items[i]
-		replica := ptr.Deref(l.Spec.HolderIdentity, "")
-		if replica == "" || replica == s.opts.ReplicaID {
-			continue
+	var present map[string]bool
+	if err == nil {
+		present = map[string]bool{}
+		for i := range list.Items {
+			if s.sightLocked(&list.Items[i], now) {
+				present[list.Items[i].Name] = true
+			}
 		}
-		present[l.Name] = true
-		if old, ok := s.seen[l.Name]; ok && old.resourceVersion == l.ResourceVersion {
-			continue
-		}
-		s.seen[l.Name] = sighting{resourceVersion: l.ResourceVersion, at: now, replica: replica,
-			duration: time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, int32(s.opts.LeaseDuration/time.Second))) * time.Second}
 	}
 	var live []string
 	var expired []*coordinationv1.Lease
 	for name, sg := range s.seen {
 		switch {
-		case !present[name]:
+		case present != nil && !present[name]:
 			delete(s.seen, name)
 		case now.Sub(sg.at) < sg.duration:
 			live = append(live, sg.replica)
-		default:
+		case present != nil:
 			expired = append(expired, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.opts.Namespace, Name: name, ResourceVersion: sg.resourceVersion}})
 		}
 	}
@@ -320,10 +325,69 @@ func (s *Shards) refresh(ctx context.Context) {
 	}
 }
 
-// liveLocked tells whether replica is live.
-func (s *Shards) liveLocked(replica string) bool {
-	_, found := slices.BinarySearch(s.live, replica)
-	return found
+// sightLocked records a heartbeat Lease read from the API server: its
+// expiry is counted on this replica's clock from the moment its
+// resourceVersion was first seen, as client-go's leader election does, so
+// the replicas' clocks need not agree. It reports false for a Lease that
+// is not another replica's heartbeat.
+func (s *Shards) sightLocked(l *coordinationv1.Lease, now time.Time) bool {
+	replica := ptr.Deref(l.Spec.HolderIdentity, "")
+	if replica == "" || replica == s.opts.ReplicaID {
+		return false
+	}
+	if old, ok := s.seen[l.Name]; ok && old.resourceVersion == l.ResourceVersion {
+		return true
+	}
+	s.seen[l.Name] = sighting{resourceVersion: l.ResourceVersion, at: now, replica: replica,
+		duration: time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, int32(s.opts.LeaseDuration/time.Second))) * time.Second}
+	return true
+}
+
+// membershipChanged tells, from the hub cache, whether a heartbeat Lease
+// appeared or went since the last refresh: a hint only, for an early look.
+func (s *Shards) membershipChanged(ctx context.Context) bool {
+	list := &coordinationv1.LeaseList{}
+	if err := s.reader.List(ctx, list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{LeaseLabel: roleReplica}); err != nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	others := 0
+	for i := range list.Items {
+		l := &list.Items[i]
+		if ptr.Deref(l.Spec.HolderIdentity, "") == s.opts.ReplicaID {
+			continue
+		}
+		if _, ok := s.seen[l.Name]; !ok {
+			return true
+		}
+		others++
+	}
+	return others != len(s.seen)
+}
+
+// holderExpired tells whether replica, holding a fence this replica wants,
+// has stopped renewing its heartbeat, read from the API server now: the
+// live replicas computed at the last refresh may predate this term.
+func (s *Shards) holderExpired(ctx context.Context, replica string) (bool, error) {
+	lease := &coordinationv1.Lease{}
+	err := s.api.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: heartbeatName(replica)}, lease)
+	if apierrors.IsNotFound(err) {
+		// Deleted: retired after releasing its fences, or removed by a
+		// replica that saw it expire.
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get the heartbeat of replica %q: %w", replica, err)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.sightLocked(lease, now) {
+		return false, nil
+	}
+	sg := s.seen[lease.Name]
+	return now.Sub(sg.at) >= sg.duration, nil
 }
 
 // Retire deletes this replica's heartbeat, so that the others take over at

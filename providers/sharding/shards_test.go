@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,9 +43,16 @@ type replica struct {
 
 func newReplica(t *testing.T, namespace, id string) *replica {
 	t.Helper()
+	return newReplicaVia(t, namespace, id, hub, hub)
+}
+
+// newReplicaVia starts a replica that reads Leases through cache and sends
+// every other request through api.
+func newReplicaVia(t *testing.T, namespace, id string, cache client.Reader, api client.Client) *replica {
+	t.Helper()
 	opts := quick
 	opts.Namespace, opts.ReplicaID = namespace, id
-	s, err := sharding.New(opts, hub, hub, hub, zap.New(zap.UseDevMode(true)))
+	s, err := sharding.New(opts, cache, api, api, zap.New(zap.UseDevMode(true)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,5 +228,108 @@ func TestRemovingAFenceLeavesOthersAlone(t *testing.T) {
 	l := &coordinationv1.Lease{}
 	if err := hub.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: sharding.FenceName("m")}, l); err == nil {
 		t.Fatal("the fence of a removed registration is still there")
+	}
+}
+
+// partition stands between a replica and the hub as a cut network does:
+// while cut, every request fails.
+type partition struct {
+	client.Client
+	cut atomic.Bool
+}
+
+func (p *partition) fail() error {
+	if p.cut.Load() {
+		return errors.New("partitioned: the hub does not answer")
+	}
+	return nil
+}
+
+func (p *partition) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := p.fail(); err != nil {
+		return err
+	}
+	return p.Client.Get(ctx, key, obj, opts...)
+}
+
+func (p *partition) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := p.fail(); err != nil {
+		return err
+	}
+	return p.Client.List(ctx, list, opts...)
+}
+
+func (p *partition) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := p.fail(); err != nil {
+		return err
+	}
+	return p.Client.Create(ctx, obj, opts...)
+}
+
+func (p *partition) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if err := p.fail(); err != nil {
+		return err
+	}
+	return p.Client.Update(ctx, obj, opts...)
+}
+
+func (p *partition) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if err := p.fail(); err != nil {
+		return err
+	}
+	return p.Client.Delete(ctx, obj, opts...)
+}
+
+// staleCache serves, once frozen, the heartbeat Leases it held then, as an
+// informer cache does while its watch is cut and until it has relisted.
+type staleCache struct {
+	client.Reader
+	frozen atomic.Pointer[coordinationv1.LeaseList]
+}
+
+func (c *staleCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if l, ok := list.(*coordinationv1.LeaseList); ok {
+		if frozen := c.frozen.Load(); frozen != nil {
+			frozen.DeepCopyInto(l)
+			return nil
+		}
+	}
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// The partition heals before the replica's cache has caught up: in that
+// cache every other replica looks expired, yet the replica must not take a
+// fence a live replica holds.
+func TestAReplicaBackFromAPartitionLeavesALiveReplicasFenceAlone(t *testing.T) {
+	ns := namespace(t)
+	net, cache := &partition{Client: hub}, &staleCache{Reader: hub}
+	b, c := newReplica(t, ns, "b"), newReplicaVia(t, ns, "c", cache, net)
+	waitFor(t, 5*time.Second, "both replicas live for both", func() bool {
+		return len(b.Live()) == 2 && len(c.Live()) == 2
+	})
+	secret := registration(t, ns, "m")
+	if _, err := b.Acquire(t.Context(), "m", secret); err != nil {
+		t.Fatal(err)
+	}
+
+	heartbeats := &coordinationv1.LeaseList{}
+	if err := hub.List(t.Context(), heartbeats, client.InNamespace(ns), client.MatchingLabels{sharding.LeaseLabel: "replica"}); err != nil {
+		t.Fatal(err)
+	}
+	cache.frozen.Store(heartbeats)
+	net.cut.Store(true)
+	waitFor(t, 3*quick.LeaseDuration, "c's term lapses and b expires in its view", func() bool {
+		return c.Term() == 0 && !slices.Contains(c.Live(), "b")
+	})
+
+	net.cut.Store(false)
+	waitFor(t, quick.LeaseDuration, "c serves again", func() bool { return c.Term() != 0 })
+	var held *sharding.HeldError
+	if _, err := c.Acquire(t.Context(), "m", secret); !errors.As(err, &held) || held.Holder != "b" {
+		t.Fatalf("c, back from a partition with a stale cache, took the fence of live b: %v", err)
+	}
+	waitFor(t, quick.LeaseDuration, "c sees b live again", func() bool { return slices.Contains(c.Live(), "b") })
+	if got := ptr.Deref(fence(t, ns, "m").Spec.HolderIdentity, ""); got != "b" {
+		t.Errorf("the fence is held by %q, want b", got)
 	}
 }
