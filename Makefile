@@ -11,6 +11,8 @@ BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen
 # Directory of kube-apiserver and etcd built from source (see hack/control-plane.sh).
 ASSETS = $(shell hack/control-plane.sh)
+# The Helm CLI built from its Go module (see hack/helm.sh), built once.
+HELM = $(shell hack/helm.sh)
 TEST_FLAGS ?= -race -timeout 20m
 GOOS ?= linux
 GOARCH ?= $(shell $(GO) env GOARCH)
@@ -60,9 +62,13 @@ verify: generate manifests ## Fail when generated code or manifests are stale, o
 control-plane: ## Build kube-apiserver and etcd from source into the cache (once).
 	@hack/control-plane.sh
 
+.PHONY: helm
+helm: ## Build the Helm CLI from its Go module into the cache (once) and print its path.
+	@hack/helm.sh
+
 .PHONY: test
-test: lint verify ## Run all tests against real API servers built from source.
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test $(TEST_FLAGS) ./...
+test: lint verify helm ## Run all tests against real API servers built from source.
+	KUBEBUILDER_ASSETS="$(ASSETS)" HELM="$(HELM)" $(GO) test $(TEST_FLAGS) ./...
 	# The fairness timing test, built only without -race (see cmd/widgethub-bench/fairness_test.go).
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run TestQuietMemberIsServedDuringAFlood ./cmd/widgethub-bench/
 	# The shared queue's Go benchmarks, at a few iterations, so that they keep building and running.
