@@ -29,11 +29,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -68,6 +70,8 @@ type sizes struct {
 	// finish in useful time with client-go's default 5 QPS.
 	window, peerWindow time.Duration
 	settle             time.Duration
+	// reps is how many times each scenario is measured.
+	reps int
 }
 
 // fullSizes are the sizes of `make bench`.
@@ -82,6 +86,7 @@ func fullSizes() sizes {
 		shardMembers: 100, shardServers: 4, shardWidgets: 20, shardReplicas: 3,
 		window: 10 * time.Minute, peerWindow: 90 * time.Second,
 		settle: 5 * time.Second,
+		reps:   3,
 	}
 }
 
@@ -96,6 +101,7 @@ func quickSizes() sizes {
 	s.shardMembers, s.shardServers = 12, 2
 	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
 	s.settle = 2 * time.Second
+	s.reps = 1
 	return s
 }
 
@@ -107,7 +113,8 @@ func main() {
 		hubKubeconfig   = flag.String("hub-kubeconfig", "", "internal: the hub of -manager")
 		quick           = flag.Bool("quick", false, "small sizes, for CI (about 3 minutes)")
 		only            = flag.String("only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
-		managers        = flag.String("managers", widgethub+","+peer, "comma-separated managers to measure")
+		managers        = flag.String("managers", strings.Join([]string{widgethub, peer, peerTuned}, ","), "comma-separated managers to measure: widgethub, peer (client-go defaults), peer-tuned (widgethub's QPS, burst and workers)")
+		reps            = flag.Int("reps", 0, "repetitions of each scenario; each row shows the median and the spread (default 3, quick 1)")
 		floodWidgets    = flag.Int("flood", 0, "Widgets of the flood (default 5000, quick 1000)")
 		convergeMembers = flag.Int("converge-members", 0, "members of the cold-start convergence (default 10, quick 3)")
 		convergeWidgets = flag.Int("converge-widgets", 0, "Widgets per member of the cold-start convergence (default 1000, quick 200)")
@@ -146,6 +153,7 @@ func main() {
 	setIf(&s.idleServers, *idleServers)
 	setIf(&s.peerWindow, *peerWindow)
 	setIf(&s.shardMembers, *shardMembers)
+	setIf(&s.reps, *reps)
 	managerArgs := []string{
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
 		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
@@ -185,6 +193,8 @@ type benchmark struct {
 	hubKubeconfig string
 	logDir        string
 	table         table
+	// badStops are the managers that stopped badly, and stoppedBadly their impls.
+	badStops, stoppedBadly []string
 	// ceiling is the API server's merge-patches/s with 1 and with writers writers.
 	ceiling [][2]float64
 }
@@ -235,29 +245,49 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	}
 	b.table.init(b.impls)
 
+	measure := map[string]func(context.Context, []string) error{
+		"engage": b.engage, "fairness": b.fairness, "memory": b.memory, "converge": b.converge, "sharding": b.shards,
+	}
 	for _, name := range only {
-		var err error
-		switch name {
-		case "engage":
-			err = b.engage(ctx)
-		case "fairness":
-			err = b.fairness(ctx)
-		case "memory":
-			err = b.memory(ctx)
-		case "converge":
-			err = b.converge(ctx)
-		case "sharding":
-			err = b.shards(ctx)
-		default:
-			err = fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarios, ", "))
+		scenario, ok := measure[name]
+		if !ok {
+			return fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarios, ", "))
 		}
-		if err != nil {
-			b.print(os.Stdout, start)
-			return fmt.Errorf("%s: %w (manager logs in %s)", name, err, b.logDir)
+		for rep := range b.reps {
+			order := rotate(b.impls, rep)
+			logf("%s, repetition %d of %d: %s", name, rep+1, b.reps, strings.Join(order, ", "))
+			if err := scenario(ctx, order); err != nil {
+				b.print(os.Stdout, start)
+				return fmt.Errorf("%s: %w (manager logs in %s)", name, err, b.logDir)
+			}
 		}
 	}
 	b.print(os.Stdout, start)
+	for _, impl := range b.stoppedBadly {
+		if impl == widgethub {
+			return errors.New("a widgethub manager stopped badly (see the end of the table)")
+		}
+	}
 	return nil
+}
+
+// rotate is impls starting at the n-th (modulo their number): each
+// repetition measures the managers in another order, so that the effect of
+// going first or last on the API servers shows in the spread.
+func rotate(impls []string, n int) []string {
+	n %= len(impls)
+	return append(slices.Clone(impls[n:]), impls[:n]...)
+}
+
+// stop stops p. A manager that stops badly (with an error, or not within a
+// minute) does not end the run: it is reported below the table, and the run
+// fails at the end if it was widgethub.
+func (b *benchmark) stop(p *managerProcess, scenario string) {
+	if err := p.stop(); err != nil {
+		logf("%s: %v", scenario, err)
+		b.badStops = append(b.badStops, fmt.Sprintf("%s: %v", scenario, err))
+		b.stoppedBadly = append(b.stoppedBadly, p.impl)
+	}
 }
 
 func memberName(i int) string { return fmt.Sprintf("m%02d", i+1) }

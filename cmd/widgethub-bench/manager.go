@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mccontroller "sigs.k8s.io/multicluster-runtime/pkg/controller"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mckubeconfig "sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
@@ -35,11 +36,22 @@ import (
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
 
-// The two hub managers the benchmark compares.
+// The hub managers the benchmark compares: widgethub, and
+// multicluster-runtime's kubeconfig provider at client-go's defaults (peer)
+// and at widgethub's QPS, burst and worker count (peerTuned), so that no row
+// is decided by the settings alone.
 const (
 	widgethub = "widgethub"
 	peer      = "peer"
+	peerTuned = "peer-tuned"
 )
+
+// implTitles are the managers' column titles.
+var implTitles = map[string]string{
+	widgethub: widgethub,
+	peer:      "peer (multicluster-runtime kubeconfig provider, client-go defaults)",
+	peerTuned: "peer-tuned (the same at widgethub's QPS, burst and workers)",
+}
 
 // Each manager runs in a process of its own, this program started with
 // -manager: a fresh manager per phase, controller names that cannot collide,
@@ -75,7 +87,9 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 		opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
 		mgr, err = app.New(cfg, opts)
 	case peer:
-		mgr, err = newPeer(cfg, opts.RegistrationNamespace)
+		mgr, err = newPeer(cfg, opts.RegistrationNamespace, nil)
+	case peerTuned:
+		mgr, err = newPeer(cfg, opts.RegistrationNamespace, &opts)
 	default:
 		err = fmt.Errorf("unknown manager %q", impl)
 	}
@@ -127,16 +141,27 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 }
 
 // newPeer is multicluster-runtime's kubeconfig provider, reading widgethub's
-// registration Secrets, with its default queue and client settings, driving
-// widgethub's Widget reconciler through multicluster-runtime's builder.
-func newPeer(cfg *rest.Config, namespace string) (mcmanager.Manager, error) {
+// registration Secrets, with its default queue, driving widgethub's Widget
+// reconciler through multicluster-runtime's builder. With tuned nil it keeps
+// client-go's and the builder's defaults; otherwise it takes tuned's member
+// QPS, burst and worker count.
+func newPeer(cfg *rest.Config, namespace string, tuned *app.Options) (mcmanager.Manager, error) {
 	scheme := clusters.NewScheme()
-	provider := mckubeconfig.New(mckubeconfig.Options{
+	providerOpts := mckubeconfig.Options{
 		Namespace:             namespace,
 		KubeconfigSecretLabel: kubeconfig.SecretLabel,
 		KubeconfigSecretKey:   kubeconfig.SecretKey,
 		ClusterOptions:        []cluster.Option{func(o *cluster.Options) { o.Scheme = scheme }},
-	})
+	}
+	var controllerOpts mccontroller.Options
+	if tuned != nil {
+		providerOpts.RESTOptions = []func(*rest.Config) error{func(c *rest.Config) error {
+			c.QPS, c.Burst = float32(tuned.MemberQPS), tuned.MemberBurst
+			return nil
+		}}
+		controllerOpts.MaxConcurrentReconciles = tuned.MaxConcurrentReconciles
+	}
+	provider := mckubeconfig.New(providerOpts)
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -151,6 +176,7 @@ func newPeer(cfg *rest.Config, namespace string) (mcmanager.Manager, error) {
 	err = mcbuilder.ControllerManagedBy(mgr).
 		For(&v1alpha1.Widget{}).
 		Owns(&appsv1.Deployment{}).
+		WithOptions(controllerOpts).
 		Complete(&widget.Reconciler{Clusters: mgr})
 	if err != nil {
 		return nil, fmt.Errorf("peer widget controller: %w", err)

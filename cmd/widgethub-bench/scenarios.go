@@ -18,10 +18,10 @@ import (
 // reconciled Widget of a member that holds engageWidgets Widgets, with the
 // manager already running; the median of engageRounds rounds, each a new
 // registration of freshly created Widgets.
-func (b *benchmark) engage(ctx context.Context) error {
+func (b *benchmark) engage(ctx context.Context, impls []string) error {
 	const ns = "engage"
 	m := b.members[0]
-	for _, impl := range b.impls {
+	for _, impl := range impls {
 		p, err := b.readyManager(ctx, impl, "engage")
 		if err != nil {
 			return err
@@ -37,15 +37,13 @@ func (b *benchmark) engage(ctx context.Context) error {
 			}
 			return nil
 		}()
-		if stopErr := p.stop(); err == nil {
-			err = stopErr
-		}
+		b.stop(p, "engage")
 		if err != nil {
 			return err
 		}
 		median, _ := percentile(samples, 50)
 		logf("engage latency, %s: %s", impl, median)
-		b.table.set(rowEngage, impl, median.String(), impl == widgethub && !median.atLeast && median.value < 500*time.Millisecond)
+		b.table.add(rowEngage, impl, median.String(), quantileKey(median), !median.atLeast && median.value < 500*time.Millisecond)
 		if err := b.unregisterAll(ctx); err != nil {
 			return err
 		}
@@ -107,33 +105,36 @@ func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member,
 // and measures the API server's own write ceiling on the flooded member before
 // and after the floods. Throughput is compared with the higher 8-writer
 // ceiling of the two, the harder comparison.
-func (b *benchmark) fairness(ctx context.Context) error {
+func (b *benchmark) fairness(ctx context.Context, impls []string) error {
 	flooded, quiet := b.members[0], b.members[1]
 	if err := b.measureCeiling(ctx, flooded); err != nil {
 		return err
 	}
-	rates := map[string]floodRates{}
-	for _, impl := range b.impls {
-		r, err := b.fairnessOf(ctx, impl, flooded, quiet)
+	floods := map[string]floodOutcome{}
+	for _, impl := range impls {
+		f, err := b.fairnessOf(ctx, impl, flooded, quiet)
 		if err != nil {
 			return err
 		}
-		rates[impl] = r
+		floods[impl] = f
 	}
 	if err := b.measureCeiling(ctx, flooded); err != nil {
 		return err
 	}
-	ceiling8 := 0.0
-	for _, c := range b.ceiling {
-		ceiling8 = max(ceiling8, c[1])
-	}
-	for impl, r := range rates {
+	// This repetition's two ceilings, the higher of them.
+	ceiling8 := max(b.ceiling[len(b.ceiling)-1][1], b.ceiling[len(b.ceiling)-2][1])
+	tuned, haveTuned := floods[peerTuned]
+	for impl, f := range floods {
+		r := f.rates
 		throughput := fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.controller, 100*r.controller/ceiling8)
 		if r.onceCreated > 0 {
 			throughput += fmt.Sprintf("; %.0f (%.0f%%) once created", r.onceCreated, 100*r.onceCreated/ceiling8)
 		}
-		b.table.set(rowThroughput, impl, throughput, impl == widgethub && r.controller >= ceiling8/2)
-		b.table.set(rowServerWrites, impl, fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.all, 100*r.all/ceiling8), false)
+		b.table.add(rowThroughput, impl, throughput, rateKey(r.controller), r.controller >= ceiling8/2)
+		b.table.add(rowServerWrites, impl, fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.all, 100*r.all/ceiling8), rateKey(r.all), false)
+		// The drain's target is relative to the tuned peer's in the same repetition.
+		met := f.drained && (!haveTuned || !tuned.drained || f.drain <= tuned.drain*105/100)
+		b.table.add(rowDrain, impl, f.drainText, durationKey(f.drain), met)
 	}
 	return nil
 }
@@ -161,10 +162,19 @@ type floodRates struct {
 	controller, onceCreated, all float64
 }
 
+// floodOutcome is one manager's flood: its write rates and its drain time
+// (the window, when it did not drain), with the drain row's text.
+type floodOutcome struct {
+	rates     floodRates
+	drain     time.Duration
+	drained   bool
+	drainText string
+}
+
 // fairnessOf measures, with impl's manager, the quiet member's change
-// latency without a flood and during a flood of the flooded member, and the
-// flood's drain time; it returns the flood's write rates.
-func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet member) (rates floodRates, err error) {
+// latency without a flood and during a flood of the flooded member, and
+// returns the flood's outcome.
+func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet member) (outcome floodOutcome, err error) {
 	const floodNS, quietNS = "flood", "quiet"
 	defer func() {
 		err = errors.Join(err, b.unregisterAll(ctx),
@@ -172,38 +182,38 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	}()
 	f, stopTrackers, err := b.newFlood(ctx, impl, flooded, quiet, floodNS, quietNS)
 	if err != nil {
-		return rates, err
+		return outcome, err
 	}
 	defer stopTrackers()
 	p, err := b.readyManager(ctx, impl, "fairness")
 	if err != nil {
-		return rates, err
+		return outcome, err
 	}
-	defer func() { err = errors.Join(err, p.stop()) }()
+	defer b.stop(p, "fairness")
 	if err := b.engageFloodMembers(ctx, p, f, flooded, quiet); err != nil {
-		return rates, err
+		return outcome, err
 	}
 
 	baseline, err := f.baseline(ctx, b.baselineChanges)
 	if err != nil {
-		return rates, fmt.Errorf("changes without a flood: %w", err)
+		return outcome, fmt.Errorf("changes without a flood: %w", err)
 	}
 	bp50, bp99 := p50p99(baseline)
-	b.table.set(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), false)
+	b.table.add(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), quantileKey(bp99), false)
 	f.firstChange = len(baseline)
 	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
 	res, err := f.run(ctx)
 	profiled()
 	if err != nil {
-		return rates, err
+		return outcome, err
 	}
 	if res.drained.IsZero() && impl == widgethub {
-		return rates, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, b.floodWidgets, b.windowFor(impl))
+		return outcome, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, b.floodWidgets, b.windowFor(impl))
 	}
 	p50, p99 := b.recordFairness(impl, res)
-	rates = b.recordDrain(impl, res)
-	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, formatDuration(res.drainTime()), rates.controller)
-	return rates, nil
+	outcome = b.floodOutcome(res)
+	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, formatDuration(outcome.drain), outcome.rates.controller)
+	return outcome, nil
 }
 
 // newFlood creates the quiet member's Widgets, starts a tracker of each
@@ -266,36 +276,36 @@ func (b *benchmark) recordFairness(impl string, res *floodResult) (p50, p99 quan
 	pp50, pp99 := p50p99(patchCalls)
 	lat := res.latencies(res.start.Add(b.windowFor(impl)))
 	p50, p99 = p50p99(lat)
-	b.table.set(rowFairness, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
-		impl == widgethub && !p99.atLeast && p99.value < 100*time.Millisecond)
+	b.table.add(rowFairness, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
+		quantileKey(p99), !p99.atLeast && p99.value < 100*time.Millisecond)
 	return p50, p99
 }
 
-// recordDrain sets impl's row of the flood's drain time and returns the
-// flood's write rates.
-func (b *benchmark) recordDrain(impl string, res *floodResult) floodRates {
+// floodOutcome is the drain time and write rates of a flood.
+func (b *benchmark) floodOutcome(res *floodResult) floodOutcome {
 	drain := res.drainTime()
+	o := floodOutcome{drain: drain, drained: !res.drained.IsZero()}
 	widgetRate := float64(res.reconciled) / drain.Seconds()
-	if res.drained.IsZero() {
-		b.table.set(rowDrain, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(drain), res.reconciled, b.floodWidgets, widgetRate), false)
+	if o.drained {
+		o.drainText = fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(drain), widgetRate)
 	} else {
-		b.table.set(rowDrain, impl, fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(drain), widgetRate), false)
+		o.drainText = fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(drain), res.reconciled, b.floodWidgets, widgetRate)
 	}
-	rates := floodRates{
+	o.rates = floodRates{
 		controller: float64(res.writes.controller) / drain.Seconds(),
 		all:        float64(res.writes.all) / drain.Seconds(),
 	}
-	if !res.drained.IsZero() && res.created.Before(res.end) {
-		rates.onceCreated = float64(res.writesAfterCreated.controller) / res.end.Sub(res.created).Seconds()
+	if o.drained && res.created.Before(res.end) {
+		o.rates.onceCreated = float64(res.writesAfterCreated.controller) / res.end.Sub(res.created).Seconds()
 	}
-	return rates
+	return o
 }
 
 // memory registers idleMembers members, each a registration of its own (its
 // own user, so its own client, cache and connections), spread over
 // idleServers API servers that hold idleWidgets Widgets each, and reads the
 // manager's heap once they are idle.
-func (b *benchmark) memory(ctx context.Context) error {
+func (b *benchmark) memory(ctx context.Context, impls []string) error {
 	const ns = "idle"
 	if err := b.ensureMembers(b.idleServers); err != nil {
 		return err
@@ -324,7 +334,7 @@ func (b *benchmark) memory(ctx context.Context) error {
 	if err := b.warmUp(ctx, servers, trackers, ns); err != nil {
 		return err
 	}
-	for _, impl := range b.impls {
+	for _, impl := range impls {
 		if err := b.memoryOf(ctx, impl, names, kubeconfigs); err != nil {
 			return err
 		}
@@ -353,11 +363,15 @@ func userRegistrations(servers []member, prefix string, n int) (names []string, 
 
 // warmUp runs widgethub until the Widgets of servers are reconciled.
 func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*tracker, ns string) (err error) {
-	p, err := b.readyManager(ctx, widgethub, "memory-warm-up")
+	const scenario = "memory-warm-up"
+	p, err := b.readyManager(ctx, widgethub, scenario)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, p.stop(), b.unregisterAll(ctx)) }()
+	defer func() {
+		b.stop(p, scenario)
+		err = errors.Join(err, b.unregisterAll(ctx))
+	}()
 	for i, m := range servers {
 		if err := b.register(ctx, fmt.Sprintf("warm-up-%02d", i), m.Kubeconfig); err != nil {
 			return err
@@ -370,11 +384,15 @@ func (b *benchmark) warmUp(ctx context.Context, servers []member, trackers []*tr
 }
 
 func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, kubeconfigs [][]byte) (err error) {
-	p, err := b.readyManager(ctx, impl, "memory")
+	const scenario = "memory"
+	p, err := b.readyManager(ctx, impl, scenario)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, p.stop(), b.unregisterAll(ctx)) }()
+	defer func() {
+		b.stop(p, scenario)
+		err = errors.Join(err, b.unregisterAll(ctx))
+	}()
 	time.Sleep(b.settle)
 	heap0, err := p.heapInUse(ctx)
 	if err != nil {
@@ -398,8 +416,8 @@ func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, k
 		return err
 	}
 	perMember := float64(heap1-heap0) / float64(len(names))
-	b.table.set(rowMemoryPerMember, impl, mib(perMember), impl == widgethub && 100*perMember < 512<<20)
-	b.table.set(rowMemoryTotal, impl, fmt.Sprintf("%s heap (%s without members), %s RSS", mib(float64(heap1)), mib(float64(heap0)), mib(float64(rss))), false)
+	b.table.add(rowMemoryPerMember, impl, mib(perMember), bytesKey(perMember), 100*perMember < 512<<20)
+	b.table.add(rowMemoryTotal, impl, fmt.Sprintf("%s heap (%s without members), %s RSS", mib(float64(heap1)), mib(float64(heap0)), mib(float64(rss))), bytesKey(float64(heap1)), false)
 	logf("memory, %s: %s per idle member", impl, mib(perMember))
 	return nil
 }
@@ -409,19 +427,36 @@ func mib(bytes float64) string { return fmt.Sprintf("%.2f MiB", bytes/(1<<20)) }
 // converge registers convergeMembers members holding convergeWidgets new
 // Widgets each, then starts the manager and measures until every Widget is
 // reconciled.
-func (b *benchmark) converge(ctx context.Context) error {
+func (b *benchmark) converge(ctx context.Context, impls []string) error {
 	if err := b.ensureMembers(b.convergeMembers); err != nil {
 		return err
 	}
-	for _, impl := range b.impls {
-		if err := b.convergeOf(ctx, impl); err != nil {
+	outcomes := map[string]convergence{}
+	for _, impl := range impls {
+		c, err := b.convergeOf(ctx, impl)
+		if err != nil {
 			return err
 		}
+		outcomes[impl] = c
+	}
+	// The target is relative to the tuned peer's time in the same repetition.
+	tuned, haveTuned := outcomes[peerTuned]
+	for impl, c := range outcomes {
+		met := c.done && (!haveTuned || !tuned.done || c.took <= tuned.took)
+		b.table.add(rowConverge, impl, c.text, durationKey(c.took), met)
 	}
 	return nil
 }
 
-func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
+// convergence is one manager's cold start: the time until every Widget was
+// reconciled (done), or the window that cut it short, with the row's text.
+type convergence struct {
+	text string
+	took time.Duration
+	done bool
+}
+
+func (b *benchmark) convergeOf(ctx context.Context, impl string) (c convergence, err error) {
 	const ns = "converge"
 	members := b.members[:b.convergeMembers]
 	var trackers []*tracker
@@ -433,20 +468,20 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 		}
 	}()
 	if trackers, err = b.trackWidgets(ctx, members, ns, b.convergeWidgets); err != nil {
-		return err
+		return c, err
 	}
 	for i, m := range members {
 		if err := b.register(ctx, fmt.Sprintf("converge-%02d", i), m.Kubeconfig); err != nil {
-			return err
+			return c, err
 		}
 	}
 
 	start := time.Now()
 	p, err := b.startManager(impl, "converge")
 	if err != nil {
-		return err
+		return c, err
 	}
-	defer func() { err = errors.Join(err, p.stop()) }()
+	defer b.stop(p, "converge")
 	window := b.windowFor(impl)
 	wctx, cancel := context.WithDeadline(ctx, start.Add(window))
 	defer cancel()
@@ -459,17 +494,15 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (err error) {
 	}
 	if done < total {
 		if impl == widgethub {
-			return fmt.Errorf("widgethub reconciled %d of %d Widgets within %s", done, total, window)
+			return c, fmt.Errorf("widgethub reconciled %d of %d Widgets within %s", done, total, window)
 		}
-		took := time.Since(start)
-		b.table.set(rowConverge, impl, fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(window), done, total, float64(done)/took.Seconds()), false)
-		logf("convergence, %s: %d of %d in %s", impl, done, total, formatDuration(took))
-		return nil
+		elapsed := time.Since(start)
+		logf("convergence, %s: %d of %d in %s", impl, done, total, formatDuration(elapsed))
+		return convergence{text: fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(window), done, total, float64(done)/elapsed.Seconds()), took: elapsed}, nil
 	}
 	took := last.Sub(start)
-	b.table.set(rowConverge, impl, fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(took), float64(total)/took.Seconds()), false)
 	logf("convergence, %s: %s", impl, formatDuration(took))
-	return nil
+	return convergence{text: fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(took), float64(total)/took.Seconds()), took: took, done: true}, nil
 }
 
 // readyManager starts impl's manager process for scenario and waits until

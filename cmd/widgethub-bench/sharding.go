@@ -17,8 +17,8 @@ import (
 // all Secrets created to all members engaged, and each replica's heap and
 // RSS once idle. Replicas are processes of their own, so each heap is one
 // replica's.
-func (b *benchmark) shards(ctx context.Context) error {
-	if !slices.Contains(b.impls, widgethub) {
+func (b *benchmark) shards(ctx context.Context, impls []string) error {
+	if !slices.Contains(impls, widgethub) {
 		return nil
 	}
 	const ns = "shard"
@@ -42,18 +42,15 @@ func (b *benchmark) shards(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var cells [2]string
-	var perMember [2]float64
+	var res [2]shardResult
 	for i, replicas := range []int{1, b.shardReplicas} {
-		res, err := b.shardsOf(ctx, replicas, names, kubeconfigs)
-		if err != nil {
+		if res[i], err = b.shardsOf(ctx, replicas, names, kubeconfigs); err != nil {
 			return err
 		}
-		cells[i] = res.String()
-		perMember[i] = res.maxMemberHeap
-		logf("sharding, %d replicas: %s", replicas, res)
+		logf("sharding, %d replicas: %s", replicas, res[i])
 	}
-	b.table.set(rowShardEngage, widgethub, cells[0]+"; "+cells[1], perMember[1] <= 1.5*perMember[0]/float64(b.shardReplicas))
+	b.table.add(rowShardEngage, widgethub, res[0].String()+"; "+res[1].String(), durationKey(res[1].engaged),
+		res[1].maxMemberHeap <= 1.5*res[0].maxMemberHeap/float64(b.shardReplicas))
 	return nil
 }
 
@@ -83,7 +80,7 @@ func (b *benchmark) shardsOf(ctx context.Context, replicas int, names []string, 
 	var procs []*managerProcess
 	defer func() {
 		for _, p := range procs {
-			err = errors.Join(err, p.stop())
+			b.stop(p, fmt.Sprintf("sharding, %d replicas", replicas))
 		}
 		err = errors.Join(err, b.unregisterAll(ctx))
 	}()

@@ -70,3 +70,44 @@ apiserver_request_total_other{verb="POST"} 1000
 		t.Fatalf("countWrites = %+v, want %+v", got, want)
 	}
 }
+
+func TestCellIsTheMedianRepetitionWithItsSpread(t *testing.T) {
+	var tb table
+	tb.init([]string{widgethub, peerTuned})
+	for _, d := range []int{300, 100, 200} {
+		ms := time.Duration(d) * time.Millisecond
+		tb.add(rowConverge, widgethub, "took "+formatDuration(ms), durationKey(ms), d < 250)
+	}
+	text, met := tb.cell(rowConverge, widgethub)
+	if want := "took " + formatDuration(200*time.Millisecond) + " [median of 3; " + formatDuration(100*time.Millisecond) + "-" + formatDuration(300*time.Millisecond) + "]"; text != want {
+		t.Errorf("cell = %q, want %q", text, want)
+	}
+	if met {
+		t.Error("met although one repetition missed the target")
+	}
+	tb.add(rowConverge, peerTuned, "once", durationKey(time.Second), true)
+	if text, met := tb.cell(rowConverge, peerTuned); text != "once" || !met {
+		t.Errorf("one repetition: cell = %q, %v; want its text alone, met", text, met)
+	}
+	if text, _ := tb.cell(rowEngage, widgethub); text != "" {
+		t.Errorf("a row without results: %q", text)
+	}
+}
+
+func TestRotateStartsEachRepetitionWithAnotherManager(t *testing.T) {
+	impls := []string{widgethub, peer, peerTuned}
+	firsts := map[string]bool{}
+	for rep := range 3 {
+		order := rotate(impls, rep)
+		if len(order) != 3 {
+			t.Fatalf("rotate(%d) = %v", rep, order)
+		}
+		firsts[order[0]] = true
+	}
+	if len(firsts) != 3 {
+		t.Errorf("three repetitions started with %v, want each manager once", firsts)
+	}
+	if got := rotate(impls, 0); got[0] != widgethub || got[2] != peerTuned {
+		t.Errorf("rotate(0) = %v, want the order given", got)
+	}
+}

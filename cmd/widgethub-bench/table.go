@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -24,26 +26,68 @@ const (
 	rowCount
 )
 
-// table holds each row's result per manager and whether widgethub met the row's target.
+// table holds, per row and manager, the result of every repetition, and
+// the rows measured without a manager.
 type table struct {
-	impls []string
-	cells [rowCount]map[string]string
-	met   [rowCount]*bool
+	impls   []string
+	results [rowCount]map[string][]result
+	shared  [rowCount]string
 }
+
+// result is one repetition's measurement of a row by one manager: the text
+// printed, the key its median and spread are taken over, and, for
+// widgethub, whether the row's target was met.
+type result struct {
+	text string
+	key  key
+	met  bool
+}
+
+// key is the number a row is ordered by across repetitions, with its text.
+type key struct {
+	value float64
+	text  string
+}
+
+func durationKey(d time.Duration) key { return key{d.Seconds(), formatDuration(d)} }
+
+func quantileKey(q quantile) key { return key{q.value.Seconds(), q.String()} }
+
+func rateKey(perSecond float64) key { return key{perSecond, fmt.Sprintf("%.0f/s", perSecond)} }
+
+func bytesKey(bytes float64) key { return key{bytes, mib(bytes)} }
 
 func (t *table) init(impls []string) {
 	t.impls = impls
-	for i := range t.cells {
-		t.cells[i] = map[string]string{}
+	for i := range t.results {
+		t.results[i] = map[string][]result{}
 	}
 }
 
-// set records impl's result of row; met is widgethub's verdict on the row's target.
-func (t *table) set(row int, impl, value string, met bool) {
-	t.cells[row][impl] = value
-	if impl == widgethub {
-		t.met[row] = &met
+// add records one repetition of impl's result of row; met is widgethub's
+// verdict on the row's target in this repetition.
+func (t *table) add(row int, impl, text string, k key, met bool) {
+	t.results[row][impl] = append(t.results[row][impl], result{text: text, key: k, met: met})
+}
+
+// cell is the text of the median repetition (the lower of two middles) and,
+// over several, the spread of the key; met holds only if it held in every
+// repetition.
+func (t *table) cell(row int, impl string) (text string, met bool) {
+	rs := slices.Clone(t.results[row][impl])
+	if len(rs) == 0 {
+		return "", false
 	}
+	slices.SortStableFunc(rs, func(a, b result) int { return cmp.Compare(a.key.value, b.key.value) })
+	text = rs[(len(rs)-1)/2].text
+	if len(rs) > 1 {
+		text += fmt.Sprintf(" [median of %d; %s-%s]", len(rs), rs[0].key.text, rs[len(rs)-1].key.text)
+	}
+	met = true
+	for _, r := range rs {
+		met = met && r.met
+	}
+	return text, met
 }
 
 func (b *benchmark) rowTitles() [rowCount]string {
@@ -66,18 +110,24 @@ func (b *benchmark) rowTitles() [rowCount]string {
 var targets = [rowCount]string{
 	rowEngage:          "< 500 ms",
 	rowFairness:        "p99 < 100 ms",
+	rowDrain:           "<= 1.05x peer-tuned's",
 	rowThroughput:      ">= 50% of 8-writer ceiling",
 	rowMemoryPerMember: "100 members < 512 MiB",
+	rowConverge:        "<= peer-tuned's",
 	rowShardEngage:     "members' heap per replica <= 1.5/N of one replica's",
 }
 
-// print writes the table as Markdown, with the run's conditions above it.
+// print writes the table as Markdown, with the run's conditions above it
+// and the managers that stopped badly below it.
 func (b *benchmark) print(w io.Writer, start time.Time) {
-	fmt.Fprintf(w, "\nwidgethub bench, %s, %d CPUs, load average %s at the end, took %s\n",
-		time.Now().Format(time.RFC3339), runtime.NumCPU(), loadAverage(), time.Since(start).Round(time.Second))
-	fmt.Fprintf(w, "widgethub: --member-qps=%g --member-burst=%d --max-concurrent-reconciles=%d (%d per member); peer: client-go defaults (5 QPS, burst 10), 1 worker, controller-runtime's default queue\n\n",
+	fmt.Fprintf(w, "\nwidgethub bench, %s, %d CPUs, load average %s at the end, took %s; %d repetition(s), the managers' order rotated in each\n",
+		time.Now().Format(time.RFC3339), runtime.NumCPU(), loadAverage(), time.Since(start).Round(time.Second), b.reps)
+	fmt.Fprintf(w, "widgethub and peer-tuned: member QPS %g, burst %d, %d workers (widgethub: %d per member); peer: client-go defaults (5 QPS, burst 10), 1 worker; both peers use multicluster-runtime's default queue\n\n",
 		b.opts.MemberQPS, b.opts.MemberBurst, b.opts.MaxConcurrentReconciles, b.opts.ReconcilesPerMember())
 	writeMarkdown(w, b.rows())
+	for _, problem := range b.badStops {
+		fmt.Fprintf(w, "\nStopped badly: %s", problem)
+	}
 	fmt.Fprintf(w, "\nManager logs: %s\n", b.logDir)
 }
 
@@ -89,40 +139,36 @@ func (b *benchmark) rows() [][]string {
 		ceilings = append(ceilings, fmt.Sprintf("%.0f / %.0f", c[0], c[1]))
 	}
 	if len(ceilings) > 0 {
-		b.table.cells[rowCeiling][""] = strings.Join(ceilings, "; ")
+		b.table.shared[rowCeiling] = strings.Join(ceilings, "; ")
 	}
 	titles := b.rowTitles()
 	header := []string{"measurement"}
 	for _, impl := range b.impls {
-		name := impl
-		if impl == peer {
-			name = "peer (multicluster-runtime kubeconfig provider)"
-		}
-		header = append(header, name)
+		header = append(header, implTitles[impl])
 	}
 	header = append(header, "target", "met")
 	rows := [][]string{header}
 	for r := range rowCount {
 		row := []string{titles[r]}
 		empty := true
+		met := ""
 		for _, impl := range b.impls {
-			v := b.table.cells[r][impl]
+			v, ok := b.table.cell(r, impl)
 			if r == rowCeiling {
-				v = b.table.cells[r][""]
+				v = b.table.shared[r]
 			}
 			if v == "" {
 				v = "-"
 			} else {
 				empty = false
 			}
+			if impl == widgethub && v != "-" && r != rowCeiling && targets[r] != "" {
+				met = map[bool]string{true: "yes", false: "NO"}[ok]
+			}
 			row = append(row, v)
 		}
 		if empty {
 			continue
-		}
-		met := ""
-		if m := b.table.met[r]; m != nil && targets[r] != "" {
-			met = map[bool]string{true: "yes", false: "NO"}[*m]
 		}
 		rows = append(rows, append(row, targets[r], met))
 	}
