@@ -32,6 +32,21 @@ const (
 	// Widget reconciles fail (for example, its writes are refused).
 	MemberDegradedReason = "Degraded"
 
+	// MemberReconciling is True (kstatus convention) while the hub is on its
+	// way to an engaged, healthy member and needs no change to get there:
+	// reason MemberEngagingReason while it checks and engages the member,
+	// MemberUnreachableReason while it waits for the member to answer.
+	MemberReconciling = "Reconciling"
+	// MemberStalled is True (kstatus convention) while the member cannot be
+	// engaged, or its Widgets reconciled, without a change by a user: to the
+	// registration Secret, the member's RBAC, its CRDs or what refuses its
+	// writes. Its reason is Ready's: InvalidKubeconfig, ExecPluginRefused,
+	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing or Degraded.
+	MemberStalled = "Stalled"
+	// MemberEngagingReason (Reconciling): the hub is checking the member and
+	// starting its caches with a new kubeconfig.
+	MemberEngagingReason = "Engaging"
+
 	// MemberTokenExpiring is True while the registration's bearer token
 	// expires within TokenExpiryWarning; absent when its expiry is unknown
 	// (no token, or not a JWT).

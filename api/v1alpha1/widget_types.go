@@ -19,7 +19,10 @@ const (
 	MaxWidgetImageLength = 1024
 )
 
-// Condition types and reasons of a Widget.
+// Condition types and reasons of a Widget. Besides Ready, a Widget follows
+// the kstatus conventions (sigs.k8s.io/cli-utils/pkg/kstatus): Reconciling is
+// True while it is on its way to its desired state, Stalled is True when it
+// cannot get there without a change, and both are absent once it is there.
 const (
 	// WidgetReady is True when every desired replica of the Widget is available.
 	WidgetReady = "Ready"
@@ -28,8 +31,28 @@ const (
 	WidgetAvailableReason = "Available"
 	// WidgetProgressingReason: the Deployment has fewer available replicas than desired.
 	WidgetProgressingReason = "Progressing"
-	// WidgetDeploymentFailedReason: the Deployment could not be written.
+	// WidgetDeploymentFailedReason: the Deployment could not be written
+	// (Ready and Stalled), or cannot roll out: its progress deadline passed
+	// or it cannot create pods (Stalled).
 	WidgetDeploymentFailedReason = "DeploymentFailed"
+
+	// WidgetReconciling is True while the Widget's Deployment is not yet at
+	// the Widget's spec and is expected to get there without a change.
+	WidgetReconciling = "Reconciling"
+	// WidgetStalled is True while the Widget's Deployment cannot get to the
+	// Widget's spec without a change (reason WidgetDeploymentFailedReason).
+	WidgetStalled = "Stalled"
+
+	// WidgetDeploymentPendingReason (Reconciling): the Deployment was just
+	// written, or its controller has not yet observed its latest spec.
+	WidgetDeploymentPendingReason = "DeploymentPending"
+	// WidgetRollingOutReason (Reconciling): the Deployment has fewer updated
+	// or available replicas than desired, or old ones still terminating.
+	WidgetRollingOutReason = "RollingOut"
+	// WidgetDeploymentRetryingReason (Reconciling): writing the Deployment
+	// failed in a way a retry may fix (a timeout, 429, 5xx); it is retried
+	// with backoff.
+	WidgetDeploymentRetryingReason = "DeploymentRetrying"
 )
 
 // WidgetSpec is the desired state of a Widget.

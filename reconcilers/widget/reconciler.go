@@ -121,21 +121,22 @@ func (r *Reconciler) reconcile(ctx context.Context, cl cluster.Cluster, req mcre
 		deploy = nil
 	}
 
-	applyErr := r.applyDeployment(ctx, cl, widget, deploy)
-	if err := r.patchStatus(ctx, cl, widget, deploy, applyErr); err != nil {
+	applied, applyErr := r.applyDeployment(ctx, cl, widget, deploy)
+	if err := r.patchStatus(ctx, cl, widget, deploy, applied, applyErr); err != nil {
 		return ctrl.Result{}, errors.Join(applyErr, err)
 	}
 	return ctrl.Result{}, applyErr
 }
 
-// applyDeployment writes the Widget's Deployment when the fields widgethub owns differ.
-func (r *Reconciler) applyDeployment(ctx context.Context, cl cluster.Cluster, w *v1alpha1.Widget, current *appsv1.Deployment) error {
+// applyDeployment writes the Widget's Deployment when the fields widgethub
+// owns differ, and tells whether it did.
+func (r *Reconciler) applyDeployment(ctx context.Context, cl cluster.Cluster, w *v1alpha1.Widget, current *appsv1.Deployment) (bool, error) {
 	desired := desiredDeployment(w)
 	if current != nil && upToDate(current, desired) {
-		return nil
+		return false, nil
 	}
 	if err := cl.GetClient().Apply(ctx, desired, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply Deployment: %w", err)
+		return false, fmt.Errorf("apply Deployment: %w", err)
 	}
 	action := "Updated"
 	if current == nil {
@@ -144,16 +145,19 @@ func (r *Reconciler) applyDeployment(ctx context.Context, cl cluster.Cluster, w 
 	ctrl.LoggerFrom(ctx).Info(action+" Deployment", "replicas", w.DesiredReplicas(), "image", w.DesiredImage())
 	cl.GetEventRecorder(FieldManager).Eventf(w, nil, corev1.EventTypeNormal, "Deployment"+action, "Apply",
 		"%s Deployment %s with %d replicas of %s", action, w.Name, w.DesiredReplicas(), w.DesiredImage())
-	return nil
+	return true, nil
 }
 
 // patchStatus writes the observed status when it differs from the Widget's.
-func (r *Reconciler) patchStatus(ctx context.Context, cl cluster.Cluster, w *v1alpha1.Widget, deploy *appsv1.Deployment, applyErr error) error {
-	status := observedStatus(w, deploy, applyErr)
+// The Deployment's watch brings the next reconcile when its rollout moves on,
+// so no status needs a requeue.
+func (r *Reconciler) patchStatus(ctx context.Context, cl cluster.Cluster, w *v1alpha1.Widget, deploy *appsv1.Deployment, applied bool, applyErr error) error {
+	status := observedStatus(w, deploy, applied, applyErr)
 	if equality.Semantic.DeepEqual(w.Status, status) {
 		return nil
 	}
 	before := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WidgetReady)
+	wasStalled := meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.WidgetStalled)
 	patch := client.MergeFrom(w.DeepCopy())
 	w.Status = status
 	if err := cl.GetClient().Status().Patch(ctx, w, patch); err != nil {
@@ -163,13 +167,21 @@ func (r *Reconciler) patchStatus(ctx context.Context, cl cluster.Cluster, w *v1a
 	// An Event for each change of readiness; a new Widget's first status is
 	// no change (its DeploymentCreated Event already says what happened), and
 	// sparing that write matters when thousands of Widgets arrive at once.
-	if (before == nil && after.Status == metav1.ConditionTrue) || (before != nil && before.Status != after.Status) {
+	readyChanged := (before == nil && after.Status == metav1.ConditionTrue) || (before != nil && before.Status != after.Status)
+	if readyChanged {
 		eventType := corev1.EventTypeNormal
 		if after.Reason == v1alpha1.WidgetDeploymentFailedReason {
 			eventType = corev1.EventTypeWarning
 		}
 		ctrl.LoggerFrom(ctx).Info("Widget readiness changed", "ready", after.Status, "reason", after.Reason)
 		cl.GetEventRecorder(FieldManager).Eventf(w, nil, eventType, after.Reason, "Reconcile", "%s", after.Message)
+	}
+	// A Widget that stalls while Ready says nothing new (its rollout passed
+	// its deadline, say) gets a Warning of its own.
+	if stalled := meta.FindStatusCondition(status.Conditions, v1alpha1.WidgetStalled); stalled != nil && !wasStalled &&
+		!(readyChanged && after.Reason == v1alpha1.WidgetDeploymentFailedReason) {
+		ctrl.LoggerFrom(ctx).Info("Widget stalled", "reason", stalled.Reason, "message", stalled.Message)
+		cl.GetEventRecorder(FieldManager).Eventf(w, nil, corev1.EventTypeWarning, stalled.Reason, "Reconcile", "%s", stalled.Message)
 	}
 	return nil
 }

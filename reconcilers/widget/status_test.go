@@ -5,9 +5,15 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 )
@@ -40,7 +46,7 @@ func TestObservedStatus(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 7},
 				Spec:       v1alpha1.WidgetSpec{Replicas: tc.replicas},
 			}
-			got := observedStatus(w, tc.deploy, tc.applyErr)
+			got := observedStatus(w, tc.deploy, false, tc.applyErr)
 			ready := meta.FindStatusCondition(got.Conditions, v1alpha1.WidgetReady)
 			if ready == nil {
 				t.Fatal("no Ready condition")
@@ -60,11 +66,129 @@ func TestObservedStatus(t *testing.T) {
 
 func TestObservedStatusKeepsTransitionTime(t *testing.T) {
 	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 1}, Spec: v1alpha1.WidgetSpec{Replicas: ptr.To[int32](1)}}
-	first := observedStatus(w, &appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}}, nil)
+	first := observedStatus(w, &appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}}, false, nil)
 	w.Status = first
-	again := observedStatus(w, &appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}}, nil)
+	again := observedStatus(w, &appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}}, false, nil)
 	if !meta.FindStatusCondition(again.Conditions, v1alpha1.WidgetReady).LastTransitionTime.Equal(
 		&meta.FindStatusCondition(first.Conditions, v1alpha1.WidgetReady).LastTransitionTime) {
 		t.Fatal("an unchanged condition got a new transition time: the status would be rewritten on every reconcile")
+	}
+}
+
+// rolledOut is a Deployment of generation 2 whose controller observed it and
+// reports n replicas, all updated and available.
+func rolledOut(n int32) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Status:     appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n},
+	}
+}
+
+func withDeployment(d *appsv1.Deployment, edit func(*appsv1.Deployment)) *appsv1.Deployment {
+	edit(d)
+	return d
+}
+
+// kstatusOf is what the kstatus library (as Flux, kpt and Helm use it) makes
+// of a Widget with status.
+func kstatusOf(t *testing.T, w *v1alpha1.Widget) kstatus.Status {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := kstatus.Compute(&unstructured.Unstructured{Object: obj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Status
+}
+
+func TestProgressConditions(t *testing.T) {
+	tests := []struct {
+		name     string
+		replicas int32
+		deploy   *appsv1.Deployment
+		applied  bool
+		applyErr error
+		// wantType is the True one of Reconciling and Stalled; "" for neither.
+		wantType, wantReason, wantMsg string
+		wantReady                     metav1.ConditionStatus
+		want                          kstatus.Status
+	}{
+		{"just created", 2, nil, true, nil,
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, "Deployment written; waiting for its controller", metav1.ConditionFalse, kstatus.InProgressStatus},
+		{"spec just written to a rolled out Deployment", 2, rolledOut(2), true, nil,
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, "", metav1.ConditionTrue, kstatus.InProgressStatus},
+		{"generation not observed by the Deployment controller", 2, withDeployment(rolledOut(2), func(d *appsv1.Deployment) { d.Generation = 3 }), false, nil,
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, "waiting for the Deployment controller to observe generation 3", metav1.ConditionTrue, kstatus.InProgressStatus},
+		{"rolled out", 2, rolledOut(2), false, nil, "", "", "", metav1.ConditionTrue, kstatus.CurrentStatus},
+		{"scaled to zero", 0, rolledOut(0), false, nil, "", "", "", metav1.ConditionTrue, kstatus.CurrentStatus},
+		{"new image rolling out while every replica is available", 2, withDeployment(rolledOut(3), func(d *appsv1.Deployment) {
+			d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 1, 2
+		}), false, nil, v1alpha1.WidgetReconciling, v1alpha1.WidgetRollingOutReason, "1/2 replicas updated", metav1.ConditionTrue, kstatus.InProgressStatus},
+		{"old replicas terminating", 2, withDeployment(rolledOut(2), func(d *appsv1.Deployment) { d.Status.Replicas = 3 }), false, nil,
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetRollingOutReason, "1 old replicas terminating", metav1.ConditionTrue, kstatus.InProgressStatus},
+		{"scaling up", 3, withDeployment(rolledOut(3), func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 1 }), false, nil,
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetRollingOutReason, "1/3 replicas available", metav1.ConditionFalse, kstatus.InProgressStatus},
+		{"progress deadline exceeded", 3, withDeployment(rolledOut(3), func(d *appsv1.Deployment) {
+			d.Status.AvailableReplicas = 1
+			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+				Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "w-1" has timed out progressing.`}}
+		}), false, nil, v1alpha1.WidgetStalled, v1alpha1.WidgetDeploymentFailedReason,
+			`the Deployment's rollout exceeded its progress deadline: ReplicaSet "w-1" has timed out progressing.`, metav1.ConditionFalse, kstatus.FailedStatus},
+		{"progressing normally", 3, withDeployment(rolledOut(3), func(d *appsv1.Deployment) {
+			d.Status.AvailableReplicas = 1
+			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"}}
+		}), false, nil, v1alpha1.WidgetReconciling, v1alpha1.WidgetRollingOutReason, "1/3 replicas available", metav1.ConditionFalse, kstatus.InProgressStatus},
+		{"replica failure", 3, withDeployment(rolledOut(3), func(d *appsv1.Deployment) {
+			d.Status.AvailableReplicas = 1
+			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue,
+				Reason: "FailedCreate", Message: "pods are forbidden: exceeded quota"}}
+		}), false, nil, v1alpha1.WidgetStalled, v1alpha1.WidgetDeploymentFailedReason,
+			"the Deployment cannot create pods (FailedCreate): pods are forbidden: exceeded quota", metav1.ConditionFalse, kstatus.FailedStatus},
+		{"write forbidden", 1, rolledOut(1), false, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "w", errors.New("no")),
+			v1alpha1.WidgetStalled, v1alpha1.WidgetDeploymentFailedReason, "", metav1.ConditionFalse, kstatus.FailedStatus},
+		{"write invalid", 1, nil, false, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "w", nil),
+			v1alpha1.WidgetStalled, v1alpha1.WidgetDeploymentFailedReason, "", metav1.ConditionFalse, kstatus.FailedStatus},
+		{"write timed out", 1, rolledOut(1), false, apierrors.NewTimeoutError("slow", 1),
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentRetryingReason, "", metav1.ConditionFalse, kstatus.InProgressStatus},
+		{"write throttled", 1, rolledOut(1), false, apierrors.NewTooManyRequests("busy", 1),
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentRetryingReason, "", metav1.ConditionFalse, kstatus.InProgressStatus},
+		{"connection failed", 1, rolledOut(1), false, errors.New("dial tcp: connection refused"),
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentRetryingReason, "cannot write Deployment yet, retrying: dial tcp: connection refused", metav1.ConditionFalse, kstatus.InProgressStatus},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &v1alpha1.Widget{
+				ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 7},
+				Spec:       v1alpha1.WidgetSpec{Replicas: ptr.To(tc.replicas)},
+			}
+			// Conditions of an earlier state never linger.
+			meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.WidgetStalled, Status: metav1.ConditionTrue, Reason: "Old"})
+			meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.WidgetReconciling, Status: metav1.ConditionTrue, Reason: "Old"})
+			w.Status = observedStatus(w, tc.deploy, tc.applied, tc.applyErr)
+			if got := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WidgetReady).Status; got != tc.wantReady {
+				t.Errorf("Ready %s, want %s", got, tc.wantReady)
+			}
+			for _, condType := range []string{v1alpha1.WidgetReconciling, v1alpha1.WidgetStalled} {
+				c := meta.FindStatusCondition(w.Status.Conditions, condType)
+				if condType != tc.wantType {
+					if c != nil {
+						t.Errorf("%s = %+v, want it absent", condType, c)
+					}
+					continue
+				}
+				if c == nil || c.Status != metav1.ConditionTrue || c.Reason != tc.wantReason || c.ObservedGeneration != 7 {
+					t.Fatalf("%s = %+v, want True/%s at generation 7", condType, c, tc.wantReason)
+				}
+				if tc.wantMsg != "" && c.Message != tc.wantMsg {
+					t.Errorf("%s message %q, want %q", condType, c.Message, tc.wantMsg)
+				}
+			}
+			if got := kstatusOf(t, w); got != tc.want {
+				t.Errorf("kstatus says %s, want %s", got, tc.want)
+			}
+		})
 	}
 }
