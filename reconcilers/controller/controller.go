@@ -24,10 +24,13 @@ import (
 type Controller struct {
 	crcontroller.TypedController[mcreconcile.Request]
 
+	name    string
 	sources []mcsource.Source
 
 	mu      sync.Mutex
 	engaged map[multicluster.ClusterName]*engagement
+	// queue is the fair queue, once the controller has started.
+	queue *fairqueue.Queue
 }
 
 type engagement struct {
@@ -77,15 +80,16 @@ func PerMember(total, perMember int) int {
 // (package fairqueue) with each member bounded as opts say, and reports its
 // measurements as widgethub_workqueue_* metrics.
 func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.Source) (*Controller, error) {
-	inner, err := newUnmanaged(name, opts)
+	c := &Controller{
+		name:    name,
+		sources: sources,
+		engaged: map[multicluster.ClusterName]*engagement{},
+	}
+	inner, err := newUnmanaged(name, opts, c.setQueue)
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{
-		TypedController: inner,
-		sources:         sources,
-		engaged:         map[multicluster.ClusterName]*engagement{},
-	}
+	c.TypedController = inner
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("add controller %q: %w", name, err)
 	}
@@ -94,8 +98,9 @@ func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.S
 
 // newUnmanaged builds the controller-runtime controller that New wraps: its
 // workers, reconcile deadline and fair queue as opts say, and retries within
-// each member's budget (retry.go).
-func newUnmanaged(name string, opts Options) (crcontroller.TypedController[mcreconcile.Request], error) {
+// each member's budget (retry.go). built, when set, is given the queue when
+// the controller builds it as it starts.
+func newUnmanaged(name string, opts Options, built func(*fairqueue.Queue)) (crcontroller.TypedController[mcreconcile.Request], error) {
 	workers := max(1, opts.MaxConcurrentReconciles)
 	perMember := PerMember(workers, opts.MaxConcurrentReconcilesPerMember)
 	timeout := opts.ReconcileTimeout
@@ -112,12 +117,51 @@ func newUnmanaged(name string, opts Options) (crcontroller.TypedController[mcrec
 		RateLimiter:             retryRateLimiter(),
 		LogConstructor:          opts.LogConstructor,
 		NewQueue: func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
-			return fairqueue.NewWithOptions(fairqueue.Options{
+			q := fairqueue.NewWithOptions(fairqueue.Options{
 				Name: name, RateLimiter: rl, MetricsProvider: queueMetricsProvider{},
 				MaxInFlightPerMember: perMember, Workers: workers,
 			})
+			if built != nil {
+				built(q)
+			}
+			return q
 		},
 	})
+}
+
+// Start runs the controller until ctx ends; meanwhile its engaged members'
+// share of the queue is served as widgethub_workqueue_member_* metrics.
+func (c *Controller) Start(ctx context.Context) error {
+	memberQueues.track(c)
+	defer memberQueues.untrack(c)
+	return c.TypedController.Start(ctx)
+}
+
+func (c *Controller) setQueue(q *fairqueue.Queue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queue = q
+}
+
+// memberQueueLens returns the ready and in-flight requests of each engaged
+// member (zero before the queue is built).
+func (c *Controller) memberQueueLens() map[multicluster.ClusterName][2]int {
+	c.mu.Lock()
+	names := make([]multicluster.ClusterName, 0, len(c.engaged))
+	for name := range c.engaged {
+		names = append(names, name)
+	}
+	q := c.queue
+	c.mu.Unlock()
+	lens := make(map[multicluster.ClusterName][2]int, len(names))
+	for _, name := range names {
+		var ready, inFlight int
+		if q != nil {
+			ready, inFlight = q.MemberLen(name)
+		}
+		lens[name] = [2]int{ready, inFlight}
+	}
+	return lens
 }
 
 // Engage starts the controller's sources on cl until ctx ends. Engaging the

@@ -44,7 +44,7 @@ func TestReconcileHasADeadline(t *testing.T) {
 				calls <- got
 				return reconcile.Result{}, nil
 			})
-			inner, err := newUnmanaged("deadline-"+c.name, Options{Reconciler: rec, MaxConcurrentReconciles: 1, ReconcileTimeout: c.timeout})
+			inner, err := newUnmanaged("deadline-"+c.name, Options{Reconciler: rec, MaxConcurrentReconciles: 1, ReconcileTimeout: c.timeout}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/reconcilers/controller/fairqueue"
 )
@@ -40,7 +43,71 @@ func histogramVec(name, help string) *prometheus.HistogramVec {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries, queueUnresponsive)
+	ctrlmetrics.Registry.MustRegister(queueDepth, queueAdds, queueLatency, queueWork, queueUnfinished, queueLongest, queueRetries, queueUnresponsive,
+		memberQueues)
+}
+
+// memberQueues serves each engaged member's share of the shared queue,
+// read from the running controllers at each scrape: one series per member
+// and queue, there while the member is engaged with the controller and gone
+// with its engagement (unregistered, parked, or handed to another replica).
+var memberQueues = &memberQueueCollector{
+	controllers: map[*Controller]struct{}{},
+	depth: prometheus.NewDesc("widgethub_workqueue_member_depth",
+		"Requests of the member waiting in the shared queue, ready to be handed out.", []string{"name", "cluster"}, nil),
+	inFlight: prometheus.NewDesc("widgethub_workqueue_member_in_flight",
+		"Requests of the member handed out to workers and not yet done.", []string{"name", "cluster"}, nil),
+}
+
+// memberQueueCollector is a prometheus.Collector over the running controllers.
+type memberQueueCollector struct {
+	mu              sync.Mutex
+	controllers     map[*Controller]struct{}
+	depth, inFlight *prometheus.Desc
+}
+
+func (m *memberQueueCollector) track(c *Controller) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.controllers[c] = struct{}{}
+}
+
+func (m *memberQueueCollector) untrack(c *Controller) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.controllers, c)
+}
+
+func (m *memberQueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.depth
+	ch <- m.inFlight
+}
+
+// Collect sums the controllers of one name (a process runs one of each, but
+// tests may run several), so that no series is served twice.
+func (m *memberQueueCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct {
+		name    string
+		cluster multicluster.ClusterName
+	}
+	m.mu.Lock()
+	controllers := make([]*Controller, 0, len(m.controllers))
+	for c := range m.controllers {
+		controllers = append(controllers, c)
+	}
+	m.mu.Unlock()
+	sums := map[key][2]int{}
+	for _, c := range controllers {
+		for cluster, lens := range c.memberQueueLens() {
+			k := key{c.name, cluster}
+			s := sums[k]
+			sums[k] = [2]int{s[0] + lens[0], s[1] + lens[1]}
+		}
+	}
+	for k, s := range sums {
+		ch <- prometheus.MustNewConstMetric(m.depth, prometheus.GaugeValue, float64(s[0]), k.name, string(k.cluster))
+		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(s[1]), k.name, string(k.cluster))
+	}
 }
 
 // queueMetricsProvider reports a queue's measurements as widgethub_workqueue_* metrics.

@@ -423,6 +423,18 @@ func (q *Queue) Len() int {
 	return q.ready
 }
 
+// MemberLen returns how many requests of the member called name are ready to
+// be handed out (its share of Len) and how many are handed out and not yet
+// done; both are zero for a member the queue holds nothing of.
+func (q *Queue) MemberLen(name multicluster.ClusterName) (ready, inFlight int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if m := q.members[name]; m != nil {
+		return m.ready, m.processing
+	}
+	return 0, 0
+}
+
 // ShutDown drops new and delayed requests and makes every Get return shutdown,
 // at once, without handing out the requests still queued. Done may still be called.
 func (q *Queue) ShutDown() {
