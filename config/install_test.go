@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -94,6 +95,9 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 	var deploy appsv1.Deployment
 	var pdb policyv1.PodDisruptionBudget
 	var namespace corev1.Namespace
+	var service corev1.Service
+	clusterRoles := map[string]*rbacv1.ClusterRole{}
+	var clusterRoleBindings []*rbacv1.ClusterRoleBinding
 	for _, u := range objs {
 		kinds[u.GetKind()]++
 		if ns := u.GetNamespace(); ns != "" && ns != "widgethub-system" {
@@ -107,6 +111,14 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 			into = &pdb
 		case "Namespace":
 			into = &namespace
+		case "Service":
+			into = &service
+		case "ClusterRole":
+			r := &rbacv1.ClusterRole{}
+			clusterRoles[u.GetName()], into = r, r
+		case "ClusterRoleBinding":
+			b := &rbacv1.ClusterRoleBinding{}
+			clusterRoleBindings, into = append(clusterRoleBindings, b), b
 		default:
 			continue
 		}
@@ -114,14 +126,18 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The ClusterRoles: the manager's for TokenReviews and
+	// SubjectAccessReviews (its metrics server's authn/authz) and
+	// widgethub-metrics-reader for the scrapers; any other needs a reason.
 	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "Role": 1,
-		"RoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1}
+		"RoleBinding": 1, "ClusterRole": 2, "ClusterRoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1}
 	if fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Errorf("rendered kinds = %v, want %v (a ClusterRole needs a reason)", kinds, want)
 	}
 	checkManager(t, &deploy, image)
 	checkRestricted(t, &namespace, &deploy)
 	checkFailover(t, &deploy, &pdb)
+	checkMetrics(t, &deploy, &service, clusterRoles, clusterRoleBindings)
 
 	// Apply: the namespace for real (a dry run would not make it), the rest
 	// with a server-side dry run, collecting the API server's warnings.
@@ -182,8 +198,8 @@ func checkManager(t *testing.T, d *appsv1.Deployment, image string) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["probes"] != 8081 || ports["metrics"] != 8080 {
-		t.Errorf("ports = %v, want probes 8081 and metrics 8080", ports)
+	if len(ports) != 2 || ports["probes"] != 8081 || ports["https"] != 8443 {
+		t.Errorf("ports = %v, want probes 8081 and https 8443", ports)
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("resource requests = %v", c.Resources.Requests)
@@ -255,20 +271,9 @@ func checkFailover(t *testing.T, d *appsv1.Deployment, pdb *policyv1.PodDisrupti
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
 		t.Errorf("manager replicas = %d, want 3", ptr.Deref(d.Spec.Replicas, 0))
 	}
-	// The arguments parse as the binary parses them (cmd/widgethub), and
-	// turn sharding on, each replica named after its Pod.
-	opts := app.DefaultOptions()
-	opts.ReplicaID = ""
-	fs := flag.NewFlagSet("widgethub", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	opts.BindFlags(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	fs.String("kubeconfig", "", "")
+	// The arguments turn sharding on, each replica named after its Pod.
+	opts := managerOptions(t, d)
 	c := d.Spec.Template.Spec.Containers[0]
-	if err := fs.Parse(append(slices.Clone(c.Command), c.Args...)); err != nil {
-		t.Errorf("manager arguments %q: %v", c.Args, err)
-	}
 	if !opts.Sharding {
 		t.Errorf("manager arguments %q leave sharding off", c.Args)
 	}
@@ -288,5 +293,76 @@ func checkFailover(t *testing.T, d *appsv1.Deployment, pdb *policyv1.PodDisrupti
 	selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil || selector.Empty() || !selector.Matches(labels.Set(d.Spec.Template.Labels)) {
 		t.Errorf("PodDisruptionBudget selector %v (err %v) does not select the manager's pods %v", pdb.Spec.Selector, err, d.Spec.Template.Labels)
+	}
+}
+
+// managerOptions parses the manager's arguments as the binary does
+// (cmd/widgethub), with no --replica-id by default.
+func managerOptions(t *testing.T, d *appsv1.Deployment) app.Options {
+	t.Helper()
+	opts := app.DefaultOptions()
+	opts.ReplicaID = ""
+	fs := flag.NewFlagSet("widgethub", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.BindFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	fs.String("kubeconfig", "", "")
+	c := d.Spec.Template.Spec.Containers[0]
+	if err := fs.Parse(append(slices.Clone(c.Command), c.Args...)); err != nil {
+		t.Errorf("manager arguments %q: %v", c.Args, err)
+	}
+	return opts
+}
+
+// checkMetrics checks the metrics as kubebuilder v4 serves them: HTTPS with
+// authentication and authorization on :8443, behind the Service port named
+// https (the one a ServiceMonitor names), the manager allowed to create the
+// TokenReviews and SubjectAccessReviews that takes, and a
+// widgethub-metrics-reader ClusterRole for the scrapers. The metrics server
+// refusing and serving with these very roles is
+// TestMetricsServedOnlyToTheMetricsReader (cmd/widgethub/app).
+func checkMetrics(t *testing.T, d *appsv1.Deployment, svc *corev1.Service, roles map[string]*rbacv1.ClusterRole, bindings []*rbacv1.ClusterRoleBinding) {
+	t.Helper()
+	opts := managerOptions(t, d)
+	if !opts.MetricsSecure || opts.MetricsBindAddress != ":8443" {
+		t.Errorf("manager serves metrics on %q, secure %v; want :8443, secure", opts.MetricsBindAddress, opts.MetricsSecure)
+	}
+	if svc.Name != "widgethub-metrics" || len(svc.Spec.Ports) != 1 {
+		t.Fatalf("metrics Service %q with ports %+v, want widgethub-metrics with one port", svc.Name, svc.Spec.Ports)
+	}
+	p := svc.Spec.Ports[0]
+	if p.Name != "https" || p.Port != 8443 || p.TargetPort.String() != "https" {
+		t.Errorf("metrics Service port = %+v, want https 8443 to the container port https", p)
+	}
+	selector := labels.SelectorFromSet(svc.Spec.Selector)
+	if selector.Empty() || !selector.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("metrics Service selector %v does not select the manager's pods %v", svc.Spec.Selector, d.Spec.Template.Labels)
+	}
+
+	reader := roles["widgethub-metrics-reader"]
+	wantReader := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if reader == nil || fmt.Sprint(reader.Rules) != fmt.Sprint(wantReader) {
+		t.Errorf("ClusterRole widgethub-metrics-reader = %+v, want rules %+v", reader, wantReader)
+	}
+	// The manager's ClusterRole, bound to its ServiceAccount, grants the
+	// reviews and nothing else.
+	var bound []string
+	for _, b := range bindings {
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Name == d.Spec.Template.Spec.ServiceAccountName && s.Namespace == d.Namespace && b.RoleRef.Kind == "ClusterRole" {
+				bound = append(bound, b.RoleRef.Name)
+			}
+		}
+	}
+	if len(bound) != 1 || roles[bound[0]] == nil {
+		t.Fatalf("the manager's ServiceAccount is bound to the ClusterRoles %q, want one that is rendered", bound)
+	}
+	wantAuth := []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}
+	if got := roles[bound[0]].Rules; fmt.Sprint(got) != fmt.Sprint(wantAuth) {
+		t.Errorf("ClusterRole %s of the manager = %+v, want %+v", bound[0], got, wantAuth)
 	}
 }

@@ -85,7 +85,7 @@ func startReplicaWith(t *testing.T, namespace, id, kubeconfigPath string) *repli
 	}
 	proc, err := fleet.StartProcess(managerBinary, filepath.Join(t.TempDir(), id+".log"),
 		"--kubeconfig", kubeconfigPath, "--sharding", "--replica-id", id, "--registration-namespace", namespace,
-		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--zap-log-level", "info")
+		"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0", "--zap-log-level", "info")
 	if err != nil {
 		t.Fatal(err)
 	}

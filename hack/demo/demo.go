@@ -201,6 +201,8 @@ func startManager(ctx context.Context, f *fleet.Fleet, metrics string) (func() e
 	if opts.MetricsBindAddress == "" {
 		opts.MetricsBindAddress = "0"
 	}
+	// A local run: plain HTTP that curl reads without a token (--metrics-secure=false).
+	opts.MetricsSecure = false
 	opts.HealthProbeBindAddress = "0"
 	opts.MemberSyncTimeout = 15 * time.Second
 	// Probe often, so that MemberCluster status follows the demo closely.

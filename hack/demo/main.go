@@ -25,7 +25,7 @@ func main() {
 	flag.BoolVar(&opts.exitWhenReady, "exit-when-ready", os.Getenv("DEMO_EXIT_WHEN_READY") == "1",
 		"Exit once every sample Widget is Ready (also DEMO_EXIT_WHEN_READY=1).")
 	flag.DurationVar(&opts.readyTimeout, "ready-timeout", 3*time.Minute, "How long the Widgets may take to become Ready.")
-	flag.StringVar(&opts.metricsBindAddress, "metrics-bind-address", "0", "Address of the manager's metrics endpoint; 0 disables it.")
+	flag.StringVar(&opts.metricsBindAddress, "metrics-bind-address", "0", "Address of the manager's metrics endpoint, served over plain HTTP (--metrics-secure=false); 0 disables it.")
 	flag.Parse()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make demo`, which builds the control plane first")

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -33,8 +32,11 @@ const DefaultMaxConcurrentReconciles = 32
 
 // Options are the manager's settings; BindFlags exposes them as flags.
 type Options struct {
-	RegistrationNamespace  string
-	MetricsBindAddress     string
+	RegistrationNamespace string
+	MetricsBindAddress    string
+	// MetricsSecure serves the metrics over HTTPS to the callers the hub
+	// authenticates and authorizes for /metrics; false serves plain HTTP to anyone.
+	MetricsSecure          bool
 	HealthProbeBindAddress string
 	LeaderElection         bool
 	MemberQPS              float64
@@ -68,6 +70,7 @@ func DefaultOptions() Options {
 	return Options{
 		RegistrationNamespace:   kubeconfig.DefaultNamespace,
 		MetricsBindAddress:      ":8080",
+		MetricsSecure:           true,
 		HealthProbeBindAddress:  ":8081",
 		LeaderElection:          true,
 		MemberQPS:               clusters.DefaultQPS,
@@ -95,6 +98,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Namespace on the hub that holds member registration Secrets (label "+kubeconfig.SecretLabel+"=true, key "+kubeconfig.SecretKey+").")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
+		"Serve the metrics over HTTPS (a self-signed certificate) to callers whose token the hub authenticates (TokenReview) and authorizes to get /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local runs.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		"Address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection,
@@ -170,7 +175,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                  scheme,
 		Cache:                   kubeconfig.SecretCacheOptions(opts.RegistrationNamespace),
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        LeaderElectionID,

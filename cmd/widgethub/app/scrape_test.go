@@ -160,7 +160,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 	const probeInterval, threshold = time.Second, 2
 	started := time.Now()
 	startManagerProcess(t, bin, dir, "scrape", []string{"--kubeconfig=" + hubKubeconfig, "--registration-namespace=" + ns,
-		"--leader-elect=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0",
+		"--leader-elect=false", "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--probe-interval=" + probeInterval.String(), "--probe-timeout=1s", fmt.Sprintf("--probe-failure-threshold=%d", threshold)})
 	scrape := func(g Gomega) *exposition {
 		resp, err := http.Get("http://" + addr + "/metrics")
