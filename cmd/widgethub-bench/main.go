@@ -65,6 +65,13 @@ type sizes struct {
 	// shardMembers registrations over shardServers API servers holding
 	// shardWidgets Widgets each, served by 1 and by shardReplicas replicas.
 	shardMembers, shardServers, shardWidgets, shardReplicas int
+	// scaleMembers registrations, each measured on its own, over
+	// scaleServers API servers holding scaleWidgets Widgets each, served by
+	// one manager; probeFreshAfter is how long after the engagement the
+	// oldest lastProbeTime is read (zero: not read).
+	scaleMembers               []int
+	scaleServers, scaleWidgets int
+	probeFreshAfter            time.Duration
 	// window bounds every widgethub measurement (exceeding it fails the run);
 	// peerWindow bounds the peer's flood and convergence, which it does not
 	// finish in useful time with client-go's default 5 QPS.
@@ -84,6 +91,7 @@ func fullSizes() sizes {
 		idleMembers: 20, idleServers: 4, idleWidgets: 100,
 		convergeMembers: 10, convergeWidgets: 1000,
 		shardMembers: 100, shardServers: 4, shardWidgets: 20, shardReplicas: 3,
+		scaleMembers: []int{100, 300}, scaleServers: 4, scaleWidgets: 20, probeFreshAfter: 75 * time.Second,
 		window: 10 * time.Minute, peerWindow: 90 * time.Second,
 		settle: 5 * time.Second,
 		reps:   3,
@@ -99,13 +107,14 @@ func quickSizes() sizes {
 	s.idleMembers, s.idleServers = 6, 2
 	s.convergeMembers, s.convergeWidgets = 3, 200
 	s.shardMembers, s.shardServers = 12, 2
+	s.scaleMembers, s.scaleServers, s.probeFreshAfter = []int{10, 30}, 2, 0
 	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
 	s.settle = 2 * time.Second
 	s.reps = 1
 	return s
 }
 
-var scenarios = []string{"engage", "fairness", "memory", "converge", "sharding"}
+var scenarios = []string{"engage", "fairness", "memory", "converge", "sharding", "scale"}
 
 func main() {
 	var (
@@ -197,6 +206,10 @@ type benchmark struct {
 	badStops, stoppedBadly []string
 	// ceiling is the API server's merge-patches/s with 1 and with writers writers.
 	ceiling [][2]float64
+	// scaleUsers and scaleKubeconfigs are the scale scenario's registrations,
+	// made once for every repetition.
+	scaleUsers       []string
+	scaleKubeconfigs [][]byte
 }
 
 // member is one API server of the fleet with a direct, unthrottled client.
@@ -246,7 +259,7 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	b.table.init(b.impls)
 
 	measure := map[string]func(context.Context, []string) error{
-		"engage": b.engage, "fairness": b.fairness, "memory": b.memory, "converge": b.converge, "sharding": b.shards,
+		"engage": b.engage, "fairness": b.fairness, "memory": b.memory, "converge": b.converge, "sharding": b.shards, "scale": b.scale,
 	}
 	for _, name := range only {
 		scenario, ok := measure[name]

@@ -44,7 +44,7 @@ func (b *benchmark) shards(ctx context.Context, impls []string) error {
 	}
 	var res [2]shardResult
 	for i, replicas := range []int{1, b.shardReplicas} {
-		if res[i], err = b.shardsOf(ctx, replicas, names, kubeconfigs); err != nil {
+		if res[i], err = b.serve(ctx, replicas, names, kubeconfigs, 0); err != nil {
 			return err
 		}
 		logf("sharding, %d replicas: %s", replicas, res[i])
@@ -54,13 +54,18 @@ func (b *benchmark) shards(ctx context.Context, impls []string) error {
 	return nil
 }
 
-// shardResult is one measurement of shards.
+// shardResult is one measurement of serve.
 type shardResult struct {
+	// replicas is the number of sharded replicas, zero for one manager
+	// without sharding.
 	replicas int
 	engaged  time.Duration
-	// heap, heap0 and rss are each replica's heap in use with and without
-	// members, and its RSS, in bytes.
-	heap, heap0, rss []int64
+	// oldestProbe is the age of the oldest lastProbeTime of the members,
+	// read a while after they were engaged (zero: not read).
+	oldestProbe time.Duration
+	// heap, heap0, rss and rss0 are each replica's heap in use and RSS with
+	// and without members, in bytes.
+	heap, heap0, rss, rss0 []int64
 	owned            []int
 	// maxMemberHeap is the largest heap a replica's members take.
 	maxMemberHeap float64
@@ -72,22 +77,39 @@ func (r shardResult) String() string {
 		each = append(each, fmt.Sprintf("%d members %s heap (%s for members) %s RSS", r.owned[i],
 			mib(float64(r.heap[i])), mib(float64(r.heap[i]-r.heap0[i])), mib(float64(r.rss[i]))))
 	}
-	return fmt.Sprintf("%d replica(s): all engaged %s after the Secrets; %s", r.replicas, formatDuration(r.engaged), strings.Join(each, ", "))
+	served := fmt.Sprintf("%d replica(s)", r.replicas)
+	if r.replicas == 0 {
+		served = "one manager"
+	}
+	return fmt.Sprintf("%s: all engaged %s after the Secrets; %s", served, formatDuration(r.engaged), strings.Join(each, ", "))
 }
 
-func (b *benchmark) shardsOf(ctx context.Context, replicas int, names []string, kubeconfigs [][]byte) (res shardResult, err error) {
+// serve registers names with kubeconfigs for widgethub's manager, as
+// replicas sharded processes or, with replicas zero, as one process without
+// sharding, and measures the time until all are engaged, then each process's
+// heap and RSS once idle, and, with probeAfter set, the age of the oldest
+// lastProbeTime probeAfter after the engagement.
+func (b *benchmark) serve(ctx context.Context, replicas int, names []string, kubeconfigs [][]byte, probeAfter time.Duration) (res shardResult, err error) {
 	res.replicas = replicas
+	scenario, logPrefix := fmt.Sprintf("sharding, %d replicas", replicas), fmt.Sprintf("sharding-%d", replicas)
+	if replicas == 0 {
+		scenario, logPrefix = fmt.Sprintf("scale, %d members", len(names)), fmt.Sprintf("scale-%d", len(names))
+	}
 	var procs []*managerProcess
 	defer func() {
 		for _, p := range procs {
-			b.stop(p, fmt.Sprintf("sharding, %d replicas", replicas))
+			b.stop(p, scenario)
 		}
 		err = errors.Join(err, b.unregisterAll(ctx))
 	}()
-	for i := range replicas {
-		id := fmt.Sprintf("replica-%d", i+1)
-		args := append([]string{"-hub-kubeconfig", b.hubKubeconfig, "-replica-id", id}, b.managerArgs...)
-		p, err := startManager(widgethub, fmt.Sprintf("%s/sharding-%d-%s.log", b.logDir, replicas, id), args)
+	for i := range max(replicas, 1) {
+		args := append([]string{"-hub-kubeconfig", b.hubKubeconfig}, b.managerArgs...)
+		id := "unsharded"
+		if replicas > 0 {
+			id = fmt.Sprintf("replica-%d", i+1)
+			args = append(args, "-replica-id", id)
+		}
+		p, err := startManager(widgethub, fmt.Sprintf("%s/%s-%s.log", b.logDir, logPrefix, id), args)
 		if err != nil {
 			return res, err
 		}
@@ -104,7 +126,11 @@ func (b *benchmark) shardsOf(ctx context.Context, replicas int, names []string, 
 		if err != nil {
 			return res, err
 		}
-		res.heap0 = append(res.heap0, h)
+		rss, err := p.rss()
+		if err != nil {
+			return res, err
+		}
+		res.heap0, res.rss0 = append(res.heap0, h), append(res.rss0, rss)
 	}
 	start := time.Now()
 	for i, name := range names {
@@ -131,12 +157,18 @@ func (b *benchmark) shardsOf(ctx context.Context, replicas int, names []string, 
 			return res, fmt.Errorf("%d replicas engaged %d of %d members: some twice", replicas, total, len(names))
 		}
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("%d replicas engaged %d of %d members within %s", replicas, total, len(names), b.window)
+			return res, fmt.Errorf("%s: engaged %d of %d members within %s", scenario, total, len(names), b.window)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	res.engaged = time.Since(start)
 	time.Sleep(b.settle)
+	if probeAfter > 0 {
+		time.Sleep(time.Until(start.Add(res.engaged + probeAfter)))
+		if res.oldestProbe, err = b.oldestProbe(ctx, names); err != nil {
+			return res, err
+		}
+	}
 	for i, p := range procs {
 		h, err := p.heapInUse(ctx)
 		if err != nil {

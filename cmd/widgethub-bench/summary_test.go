@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -109,5 +110,15 @@ func TestRotateStartsEachRepetitionWithAnotherManager(t *testing.T) {
 	}
 	if got := rotate(impls, 0); got[0] != widgethub || got[2] != peerTuned {
 		t.Errorf("rotate(0) = %v, want the order given", got)
+	}
+}
+
+func TestFitLine(t *testing.T) {
+	base, per := fitLine([]point{{0, 10}, {100, 210}, {0, 12}, {300, 608}})
+	if math.Abs(per-2) > 0.01 || math.Abs(base-10) > 1.5 {
+		t.Errorf("fitLine = %.2f + %.3f x, want about 10 + 2 x", base, per)
+	}
+	if base, per := fitLine([]point{{5, 7}}); per != 0 || base != 7 {
+		t.Errorf("one point: %.2f + %.2f x, want 7 + 0 x", base, per)
 	}
 }

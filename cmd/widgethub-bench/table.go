@@ -23,6 +23,7 @@ const (
 	rowMemoryTotal
 	rowConverge
 	rowShardEngage
+	rowScale
 	rowCount
 )
 
@@ -104,6 +105,8 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowConverge:        fmt.Sprintf("cold start: %d members x %d Widgets, manager start -> all reconciled", b.convergeMembers, b.convergeWidgets),
 		rowShardEngage: fmt.Sprintf("sharding: %d registrations (%d API servers, %d Widgets each) on 1 replica, then on %d replicas: Secrets created -> all engaged; heap and RSS per replica once idle",
 			b.shardMembers, b.shardServers, b.shardWidgets, b.shardReplicas),
+		rowScale: fmt.Sprintf("scale, one manager: %v registrations (%d API servers, %d Widgets each): Secrets created -> all engaged; heap and RSS once idle; the oldest lastProbeTime; cost per member fitted",
+			b.scaleMembers, b.scaleServers, b.scaleWidgets),
 	}
 }
 
