@@ -17,6 +17,8 @@
 //     and when each token expires.
 //   - widgets lists the Widgets of every member, reading each member through
 //     its registration kubeconfig, in one table with a CLUSTER column.
+//   - completion bash|zsh|fish prints cobra's completion script for the
+//     kubectl-widgethub executable (completion.go).
 //
 // Run is the whole program; cmd/kubectl-widgethub only calls it, so tests and
 // the demo drive the same code in-process. Errors carry an exit code (see the

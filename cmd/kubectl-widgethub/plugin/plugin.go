@@ -98,7 +98,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 kubeconfig or context problem,
 		"Namespace on the hub that holds the registration Secrets.")
 	pf.DurationVar(&g.requestTimeout, "request-timeout", DefaultRequestTimeout, "Timeout of each request to a cluster.")
 
-	root.AddCommand(joinCommand(g), unjoinCommand(g), clustersCommand(g), widgetsCommand(g))
+	root.AddCommand(joinCommand(g), unjoinCommand(g), clustersCommand(g), widgetsCommand(g), completionCommand())
 	err := root.ExecuteContext(ctx)
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
 		err = withCode(ExitUsage, "%w", err)

@@ -27,7 +27,13 @@ var (
 	hubNS       = "widgethub-system"
 )
 
+// asPluginEnv makes the test binary run as kubectl-widgethub (completion_test.go).
+const asPluginEnv = "WIDGETHUB_TEST_AS_PLUGIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(asPluginEnv) == "1" {
+		os.Exit(plugin.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	opts := fleet.Options{Members: []string{"alpha", "beta"}, Scheme: clusters.NewScheme(), MemberCRDs: []string{}}
 	os.Exit(fleet.RunTests(m, opts, setUpSuite))
 }
