@@ -30,8 +30,10 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC under config/.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC under config/ (and copy the CRDs into the chart).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	# The chart's CRDs are copies (Helm installs crds/ as they are).
+	rm -f charts/widgethub/crds/*.yaml && cp config/crd/bases/*.yaml charts/widgethub/crds/
 	$(CONTROLLER_GEN) rbac:roleName=widgethub paths=./providers/... paths=./cmd/widgethub/app/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=widgethub-member paths=./reconcilers/... output:rbac:artifacts:config=config/member-rbac
 
@@ -53,9 +55,9 @@ lint: vet ## gofmt check and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated code or manifests are stale, or a top-level package depends on internal/.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "untracked generated files"; exit 1; }
+verify: generate manifests ## Fail when generated code or manifests (the chart's CRDs too) are stale, or a top-level package depends on internal/.
+	@git diff --exit-code -- api config charts/widgethub/crds || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts/widgethub/crds)" || { git status --porcelain -- api config charts/widgethub/crds; echo "untracked generated files"; exit 1; }
 	@GO="$(GO)" hack/verify-internal-imports.sh
 
 .PHONY: control-plane
