@@ -31,8 +31,11 @@ type observation struct {
 	widgets int32
 	// tokenExpiry is the exp of the kubeconfig's token; zero when unknown.
 	tokenExpiry time.Time
-	result      reconcile.Result
-	err         error
+	// written is the MemberCluster as this reconcile last wrote it, if it
+	// did (recordEngaging): the hub's cache may not show that write yet.
+	written *v1alpha1.MemberCluster
+	result  reconcile.Result
+	err     error
 }
 
 // Reconcile engages, re-engages, probes or disengages the member of one
@@ -157,10 +160,15 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 			version: current.version, widgets: -1, tokenExpiry: cfg.TokenExpiry,
 			result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
 	}
+	// Best effort: the outcome of the engagement is written in any case.
+	written, err := p.recordEngaging(ctx, secret, current != nil || parked != nil)
+	if err != nil {
+		log.Info("Cannot show the engagement in the MemberCluster", "error", err.Error())
+	}
 	p.disengage(name, log, "kubeconfig changed")
 	next.cfg = cfg
 	obs := p.engage(ctx, name, next, log)
-	obs.tokenExpiry = cfg.TokenExpiry
+	obs.tokenExpiry, obs.written = cfg.TokenExpiry, written
 	return obs
 }
 

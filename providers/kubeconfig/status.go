@@ -35,18 +35,12 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 		clusters.MemberWidgets.WithLabelValues(name).Set(float64(obs.widgets))
 	}
 
-	mc := &v1alpha1.MemberCluster{}
-	err := p.hub.Get(ctx, client.ObjectKeyFromObject(secret), mc)
-	if apierrors.IsNotFound(err) {
-		mc = &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: secret.Namespace}}
-		if err := controllerutil.SetControllerReference(secret, mc, p.hub.Scheme()); err != nil {
-			return fmt.Errorf("own MemberCluster %s: %w", name, err)
+	mc := obs.written
+	if mc == nil {
+		var err error
+		if mc, err = p.memberCluster(ctx, secret, true); err != nil {
+			return err
 		}
-		if err := p.hub.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create MemberCluster %s: %w", name, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("get MemberCluster %s: %w", name, err)
 	}
 
 	status := *mc.Status.DeepCopy()
@@ -55,6 +49,7 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 	if obs.ready {
 		cond.Status = metav1.ConditionTrue
 	}
+	setProgress(&status.Conditions, obs.ready, cond.Reason, cond.Message)
 	changed := readyDiffers(mc, cond)
 	if changed {
 		// The cache may not show our last status write yet (a reconcile
@@ -95,6 +90,105 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 		p.recorder.Eventf(secret, nil, eventType, obs.reason, "Probe", "%s", cond.Message)
 	}
 	return nil
+}
+
+// memberCluster returns the MemberCluster of secret from the hub's cache;
+// when there is none, it creates it (owned by the Secret) if create is set,
+// else it returns nil.
+func (p *Provider) memberCluster(ctx context.Context, secret *corev1.Secret, create bool) (*v1alpha1.MemberCluster, error) {
+	mc := &v1alpha1.MemberCluster{}
+	err := p.hub.Get(ctx, client.ObjectKeyFromObject(secret), mc)
+	switch {
+	case apierrors.IsNotFound(err) && create:
+		mc = &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: secret.Name, Namespace: secret.Namespace}}
+		if err := controllerutil.SetControllerReference(secret, mc, p.hub.Scheme()); err != nil {
+			return nil, fmt.Errorf("own MemberCluster %s: %w", secret.Name, err)
+		}
+		if err := p.hub.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create MemberCluster %s: %w", secret.Name, err)
+		}
+		return mc, nil
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get MemberCluster %s: %w", secret.Name, err)
+	}
+	return mc, nil
+}
+
+// stalledReasons are the Ready reasons of a member that cannot be engaged,
+// or its Widgets reconciled, without a change by a user.
+var stalledReasons = map[string]bool{
+	v1alpha1.MemberInvalidKubeconfigReason: true,
+	v1alpha1.MemberExecPluginRefusedReason: true,
+	v1alpha1.MemberUnsafeKubeconfigReason:  true,
+	v1alpha1.MemberUnauthorizedReason:      true,
+	v1alpha1.MemberForbiddenReason:         true,
+	v1alpha1.MemberWidgetCRDMissingReason:  true,
+	v1alpha1.MemberDegradedReason:          true,
+}
+
+// setProgress sets the kstatus conditions of a member whose Ready condition
+// has status ready and reason: none once it is ready, Stalled for a reason
+// only a user can fix, Reconciling (the hub keeps trying) for the others.
+func setProgress(conditions *[]metav1.Condition, ready bool, reason, message string) {
+	progress, other := v1alpha1.MemberReconciling, v1alpha1.MemberStalled
+	switch {
+	case ready:
+		meta.RemoveStatusCondition(conditions, v1alpha1.MemberReconciling)
+		meta.RemoveStatusCondition(conditions, v1alpha1.MemberStalled)
+		return
+	case stalledReasons[reason]:
+		progress, other = other, progress
+	}
+	meta.SetStatusCondition(conditions, metav1.Condition{Type: progress, Status: metav1.ConditionTrue, Reason: reason, Message: message})
+	meta.RemoveStatusCondition(conditions, other)
+}
+
+// recordEngaging shows that the hub is engaging the member of secret with a
+// kubeconfig it has not engaged before (changed is set when it replaces the
+// one of an engaged or parked member): Reconciling with reason Engaging,
+// Ready as it was. It writes nothing when the MemberCluster shows the
+// outcome of an earlier attempt with this kubeconfig, so that retrying a
+// member that is unreachable or lacks the Widget CRD costs no extra write.
+// It returns the MemberCluster as written, nil when it wrote nothing.
+func (p *Provider) recordEngaging(ctx context.Context, secret *corev1.Secret, changed bool) (*v1alpha1.MemberCluster, error) {
+	mc, err := p.memberCluster(ctx, secret, false)
+	if err != nil {
+		return nil, err
+	}
+	if mc != nil && !changed && !firstAttempt(mc) {
+		return nil, nil
+	}
+	if mc == nil {
+		if mc, err = p.memberCluster(ctx, secret, true); err != nil {
+			return nil, err
+		}
+	}
+	patch := client.MergeFrom(mc.DeepCopy())
+	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: v1alpha1.MemberReconciling, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.MemberEngagingReason, Message: "checking the member and starting its caches"})
+	meta.RemoveStatusCondition(&mc.Status.Conditions, v1alpha1.MemberStalled)
+	mc.Status.ServedBy = p.servedBy()
+	if err := p.hub.Status().Patch(ctx, mc, patch); err != nil {
+		return nil, fmt.Errorf("patch MemberCluster %s status: %w", secret.Name, err)
+	}
+	return mc, nil
+}
+
+// firstAttempt tells whether mc shows no attempt to engage its member yet,
+// or only attempts whose kubeconfig could not be used at all: those end
+// without a retry, so the next attempt is with a changed Secret.
+func firstAttempt(mc *v1alpha1.MemberCluster) bool {
+	ready := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberReady)
+	if ready == nil {
+		return true
+	}
+	switch ready.Reason {
+	case v1alpha1.MemberInvalidKubeconfigReason, v1alpha1.MemberExecPluginRefusedReason, v1alpha1.MemberUnsafeKubeconfigReason:
+		return true
+	}
+	return false
 }
 
 // readyDiffers tells whether mc's Ready condition differs from cond in status or reason.

@@ -6,6 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 )
@@ -45,5 +48,88 @@ func TestSetTokenExpiry(t *testing.T) {
 				t.Fatalf("tokenExpiry %v, want %v", status.TokenExpiry, tc.expiry)
 			}
 		})
+	}
+}
+
+// Each Ready reason of a member maps to one kstatus status, as the kstatus
+// library (Flux, kpt, Helm) computes it from the conditions setProgress
+// leaves, whatever conditions an earlier state left.
+func TestSetProgress(t *testing.T) {
+	for _, tc := range []struct {
+		reason   string
+		ready    bool
+		wantType string // the True one of Reconciling and Stalled; "" for neither
+		want     kstatus.Status
+	}{
+		{v1alpha1.MemberEngagedReason, true, "", kstatus.CurrentStatus},
+		{v1alpha1.MemberUnreachableReason, false, v1alpha1.MemberReconciling, kstatus.InProgressStatus},
+		{v1alpha1.MemberInvalidKubeconfigReason, false, v1alpha1.MemberStalled, kstatus.FailedStatus},
+		{v1alpha1.MemberExecPluginRefusedReason, false, v1alpha1.MemberStalled, kstatus.FailedStatus},
+		{v1alpha1.MemberUnsafeKubeconfigReason, false, v1alpha1.MemberStalled, kstatus.FailedStatus},
+		{v1alpha1.MemberUnauthorizedReason, false, v1alpha1.MemberStalled, kstatus.FailedStatus},
+		{v1alpha1.MemberForbiddenReason, false, v1alpha1.MemberStalled, kstatus.FailedStatus},
+		{v1alpha1.MemberWidgetCRDMissingReason, false, v1alpha1.MemberStalled, kstatus.FailedStatus},
+		{v1alpha1.MemberDegradedReason, false, v1alpha1.MemberStalled, kstatus.FailedStatus},
+	} {
+		for _, earlier := range []string{v1alpha1.MemberReconciling, v1alpha1.MemberStalled} {
+			t.Run(tc.reason+" after "+earlier, func(t *testing.T) {
+				mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 1}}
+				conds := &mc.Status.Conditions
+				meta.SetStatusCondition(conds, metav1.Condition{Type: earlier, Status: metav1.ConditionTrue, Reason: "Earlier"})
+				ready := metav1.Condition{Type: v1alpha1.MemberReady, Status: metav1.ConditionFalse, Reason: tc.reason, Message: "why"}
+				if tc.ready {
+					ready.Status = metav1.ConditionTrue
+				}
+				meta.SetStatusCondition(conds, ready)
+				setProgress(conds, tc.ready, tc.reason, "why")
+				for _, condType := range []string{v1alpha1.MemberReconciling, v1alpha1.MemberStalled} {
+					c := meta.FindStatusCondition(*conds, condType)
+					switch {
+					case condType != tc.wantType && c != nil:
+						t.Errorf("%s = %+v, want it absent", condType, c)
+					case condType == tc.wantType && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != tc.reason || c.Message != "why"):
+						t.Errorf("%s = %+v, want True/%s", condType, c, tc.reason)
+					}
+				}
+				obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(mc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := kstatus.Compute(&unstructured.Unstructured{Object: obj})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Status != tc.want {
+					t.Errorf("kstatus says %s (%s), want %s", res.Status, res.Message, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func TestFirstAttempt(t *testing.T) {
+	withReady := func(reason string) *v1alpha1.MemberCluster {
+		mc := &v1alpha1.MemberCluster{}
+		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: v1alpha1.MemberReady, Status: metav1.ConditionFalse, Reason: reason})
+		return mc
+	}
+	for _, tc := range []struct {
+		mc   *v1alpha1.MemberCluster
+		want bool
+	}{
+		{&v1alpha1.MemberCluster{}, true},
+		{withReady(v1alpha1.MemberInvalidKubeconfigReason), true},
+		{withReady(v1alpha1.MemberExecPluginRefusedReason), true},
+		{withReady(v1alpha1.MemberUnsafeKubeconfigReason), true},
+		// Retried with the same kubeconfig: no Engaging write per retry.
+		{withReady(v1alpha1.MemberUnreachableReason), false},
+		{withReady(v1alpha1.MemberWidgetCRDMissingReason), false},
+		{withReady(v1alpha1.MemberUnauthorizedReason), false},
+		{withReady(v1alpha1.MemberForbiddenReason), false},
+		{withReady(v1alpha1.MemberEngagedReason), false},
+	} {
+		if got := firstAttempt(tc.mc); got != tc.want {
+			t.Errorf("firstAttempt(%v) = %v, want %v", tc.mc.Status.Conditions, got, tc.want)
+		}
 	}
 }
