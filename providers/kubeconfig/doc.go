@@ -19,8 +19,10 @@
 //     cache and every source engaged on it.
 //
 // What it sees is written to the MemberCluster of the same name (owned by the
-// Secret), recorded as an Event on the Secret when readiness changes, and
-// exported as per-member metrics. Failures are retried with backoff by the
+// Secret): Ready, and the kstatus conditions Reconciling (Engaging while a
+// new kubeconfig is engaged, Unreachable while the member does not answer) or
+// Stalled (a registration only a user can fix). It is recorded as an Event on
+// the Secret when readiness changes, and exported as per-member metrics. Failures are retried with backoff by the
 // controller's queue; reconciles of different Secrets run concurrently, so a
 // slow member never holds up another.
 //

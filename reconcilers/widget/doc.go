@@ -10,5 +10,10 @@
 // (reason DeploymentFailed, with the member's answer) and retried with backoff;
 // what no Deployment could carry (a name longer than a label value, an image
 // with whitespace) the Widget API refuses at admission.
+// Besides Ready, the status carries the kstatus conditions: Reconciling
+// while the Deployment is written, not yet observed by its controller or
+// rolling out, Stalled (DeploymentFailed) while it is refused, past its
+// progress deadline or unable to create pods; neither once it has rolled
+// out. The Deployment's watch brings each next step, so none needs a requeue.
 // A request for a member that is no longer engaged is dropped.
 package widget
