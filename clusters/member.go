@@ -120,7 +120,8 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 
 // StartAndSync runs the member's cache on a context derived from ctx, which must live
 // as long as the member should (not one reconcile call), and waits up to
-// syncTimeout for informers of objs to sync. On error the member is stopped.
+// syncTimeout for informers of objs to sync. On error the member is stopped;
+// once synced, its counters are served from zero.
 func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, objs ...client.Object) error {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -142,6 +143,7 @@ func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, ob
 			return m.syncError(obj, syncTimeout, err)
 		}
 	}
+	startCounters(m.name)
 	return nil
 }
 
@@ -435,10 +437,12 @@ func (k knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 }
 
 // RecordReconcile counts one reconcile of the member's objects and whether it
-// failed (err != nil), in widgethub_member_reconcile_errors_total and in the
-// counts ReconcileCounts reports.
+// failed (err != nil), in widgethub_member_reconciles_total and
+// widgethub_member_reconcile_errors_total and in the counts ReconcileCounts
+// reports.
 func (m *Member) RecordReconcile(err error) {
 	m.reconciles.Add(1)
+	Reconciles.WithLabelValues(m.name).Inc()
 	if err != nil {
 		m.failed.Add(1)
 		ReconcileErrors.WithLabelValues(m.name).Inc()

@@ -27,6 +27,9 @@ var (
 	// Event budget was spent.
 	MemberEventsDropped = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_events_dropped_total",
 		Help: "Events for the member dropped because they exceeded its Event budget."})
+	// Reconciles counts the Widget reconciles of the member (Member.RecordReconcile).
+	Reconciles = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_reconciles_total",
+		Help: "Widget reconciles in the member, failed or not."})
 	// ReconcileErrors counts Widget reconciles that returned an error.
 	ReconcileErrors = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_reconcile_errors_total",
 		Help: "Widget reconciles in the member that returned an error."})
@@ -39,7 +42,17 @@ func perMember[O any, V any](newVec func(O, []string) V, opts O) V {
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(MemberReady, MemberEngagedSince, MemberProbeDuration,
-		MemberProbeFailures, MemberWidgets, MemberEventsDropped, ReconcileErrors)
+		MemberProbeFailures, MemberWidgets, MemberEventsDropped, Reconciles, ReconcileErrors)
+}
+
+// startCounters serves the member's counters from zero if they are not
+// served yet (a member that has just synced), so that rate() and increase()
+// count its first failure too.
+func startCounters(cluster string) {
+	MemberProbeFailures.WithLabelValues(cluster)
+	MemberEventsDropped.WithLabelValues(cluster)
+	Reconciles.WithLabelValues(cluster)
+	ReconcileErrors.WithLabelValues(cluster)
 }
 
 // ForgetMetrics deletes every series of the member called cluster.
@@ -51,5 +64,6 @@ func ForgetMetrics(cluster string) {
 	MemberProbeFailures.DeletePartialMatch(labels)
 	MemberEventsDropped.DeletePartialMatch(labels)
 	MemberWidgets.DeletePartialMatch(labels)
+	Reconciles.DeletePartialMatch(labels)
 	ReconcileErrors.DeletePartialMatch(labels)
 }

@@ -290,6 +290,9 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 // to engage them with, then blocks until ctx ends and stops every member.
 func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	p.runCtx, p.aware = ctx, aware
+	// widgethub_registrations is served while the provider runs.
+	registrations.track(p)
+	defer registrations.untrack(p)
 	if p.shards != nil {
 		return p.startSharded(ctx)
 	}

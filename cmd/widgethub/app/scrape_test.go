@@ -101,6 +101,18 @@ func (e *exposition) namesLabelled(prefix, label, value string) []string {
 	return names
 }
 
+// scrapeMetrics reads the plain HTTP /metrics of a manager (one run with
+// --metrics-secure=false) at addr.
+func scrapeMetrics(g Gomega, addr string) *exposition {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	e, err := parseExposition(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	return e
+}
+
 var (
 	scrapeMembersOnce sync.Once
 	scrapeMembers     []*fleet.ControlPlane
@@ -162,14 +174,11 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 	startManagerProcess(t, bin, dir, "scrape", []string{"--kubeconfig=" + hubKubeconfig, "--registration-namespace=" + ns,
 		"--leader-elect=false", "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--probe-interval=" + probeInterval.String(), "--probe-timeout=1s", fmt.Sprintf("--probe-failure-threshold=%d", threshold)})
-	scrape := func(g Gomega) *exposition {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		g.Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-		e, err := parseExposition(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
-		return e
+	scrape := func(g Gomega) *exposition { return scrapeMetrics(g, addr) }
+	registered := func(g Gomega, e *exposition) float64 {
+		v, ok := e.value("widgethub_registrations", "", "") // no labels
+		g.Expect(ok).To(BeTrue(), "widgethub_registrations is served")
+		return v
 	}
 	series := func(g Gomega, e *exposition, name, cluster string) float64 {
 		v, ok := e.value(name, "cluster", cluster)
@@ -230,7 +239,12 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		"widgethub_member_probe_duration_seconds":               "histogram",
 		"widgethub_member_probe_failures_total":                 "counter",
 		"widgethub_member_widgets":                              "gauge",
+		"widgethub_member_reconciles_total":                     "counter",
 		"widgethub_member_reconcile_errors_total":               "counter",
+		"widgethub_member_events_dropped_total":                 "counter",
+		"widgethub_registrations":                               "gauge",
+		"widgethub_workqueue_member_depth":                      "gauge",
+		"widgethub_workqueue_member_in_flight":                  "gauge",
 		"widgethub_workqueue_depth":                             "gauge",
 		"widgethub_workqueue_adds_total":                        "counter",
 		"widgethub_workqueue_queue_duration_seconds":            "histogram",
@@ -254,12 +268,21 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 	}
 	_, ok := e.value("controller_runtime_reconcile_total", "controller", "widget")
 	g.Expect(ok).To(BeTrue(), "controller_runtime_reconcile_total{controller=\"widget\"}")
+	// a, engaged, has its share of the queue and its counters from zero;
+	// b, parked, has no share; both are registered.
+	g.Expect(series(g, e, "widgethub_member_reconciles_total", a.Name)).To(BeNumerically(">=", 4), "a's Widgets reconciled")
+	g.Expect(series(g, e, "widgethub_member_events_dropped_total", a.Name)).To(BeZero())
+	g.Expect(series(g, e, "widgethub_workqueue_member_depth", a.Name)).To(BeNumerically(">=", 0))
+	g.Expect(e.namesLabelled("widgethub_workqueue_member_", "cluster", b.Name)).To(BeEmpty(), "queue series of the parked member")
+	g.Expect(registered(g, e)).To(Equal(2.0))
 
 	// a unregistered: its series go, b's stay.
 	g.Expect(testFleet.Hub.Client.Delete(ctx, kubeconfig.NewSecret(ns, a.Name, nil))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		e = scrape(g)
 		g.Expect(e.namesLabelled("widgethub_member_", "cluster", a.Name)).To(BeEmpty(), "series of the unregistered member")
+		g.Expect(e.namesLabelled("widgethub_workqueue_member_", "cluster", a.Name)).To(BeEmpty(), "queue series of the unregistered member")
+		g.Expect(registered(g, e)).To(Equal(1.0))
 		g.Expect(e.namesLabelled("widgethub_member_", "cluster", b.Name)).NotTo(BeEmpty(), "series of the registered member")
 	}, eventually, poll).Should(Succeed())
 }
