@@ -98,17 +98,16 @@ func dumpHub(t *testing.T, hub *kube) {
 
 // engagedSince reads widgethub_member_engaged_since_seconds of the member
 // from the manager replica that serves it (MemberCluster status.servedBy,
-// the replica's Pod name), through the API server's proxy to that Pod: the
-// Unix time of the member's current engagement.
+// the replica's Pod name), as a metrics reader (managerMetrics): the Unix
+// time of the member's current engagement.
 func engagedSince(ctx context.Context, hub *kube, member string) (int64, error) {
 	pod, err := servedBy(ctx, hub, member)
 	if err != nil {
 		return 0, err
 	}
-	path := "/api/v1/namespaces/" + registrationsNS + "/pods/" + pod + ":8080/proxy/metrics"
-	out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", hub.kubeconfig, "get", "--raw", path).Output()
+	out, err := managerMetrics(ctx, hub, pod)
 	if err != nil {
-		return 0, fmt.Errorf("manager metrics: %w", err)
+		return 0, err
 	}
 	prefix := `widgethub_member_engaged_since_seconds{cluster="` + member + `"} `
 	for line := range strings.Lines(string(out)) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -118,11 +117,7 @@ func serviceAccountToken(t *testing.T, cp *fleet.ControlPlane, name, clusterRole
 			t.Fatal(err)
 		}
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := cp.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("mint token for %s: %v", name, err)
-	}
-	return tr.Status.Token
+	return mintToken(t, cp, sa.Namespace, sa.Name)
 }
 
 // installMemberRole installs the member ClusterRole generated from the Widget reconciler's RBAC markers.
