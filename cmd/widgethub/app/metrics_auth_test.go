@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,10 +21,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -33,26 +37,11 @@ import (
 // a ServiceAccount without widgethub-metrics-reader is forbidden (403), and
 // one bound to it reads the metrics.
 func TestMetricsServedOnlyToTheMetricsReader(t *testing.T) {
-	const ns = "widgethub-metrics-auth"
 	ctx := context.Background()
-	dir := t.TempDir()
-	bin := buildManager(t, dir)
 	g := NewWithT(t)
-	hub := testFleet.Hub
-	ensureNamespace(t, hub, ns)
-	installHubRBAC(t, hub, ns)
-
-	// The manager authenticates to the hub as its ServiceAccount.
-	managerToken := mintToken(t, hub, ns, "widgethub")
-	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
-	g.Expect(os.WriteFile(hubKubeconfig, tokenKubeconfig(t, hub, managerToken), 0o600)).To(Succeed())
-	readerToken := serviceAccountToken(t, hub, "metrics-reader", "widgethub-metrics-reader")
-	strangerToken := serviceAccountToken(t, hub, "metrics-stranger", "")
-
-	addr, err := fleet.FreeAddr()
-	g.Expect(err).NotTo(HaveOccurred())
-	manager := startManagerProcess(t, bin, dir, "metrics-auth", []string{"--kubeconfig=" + hubKubeconfig,
-		"--registration-namespace=" + ns, "--leader-elect=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0"})
+	addr, managerToken, manager := startSecureMetricsManager(t, "metrics-auth")
+	readerToken := serviceAccountToken(t, testFleet.Hub, "metrics-reader", "widgethub-metrics-reader")
+	strangerToken := serviceAccountToken(t, testFleet.Hub, "metrics-stranger", "")
 
 	// The certificate is self-signed, as kubebuilder's default ServiceMonitor
 	// expects (insecureSkipVerify); HTTP/2 is offered and must be declined.
@@ -119,6 +108,32 @@ func TestMetricsServedOnlyToTheMetricsReader(t *testing.T) {
 	for _, token := range []string{managerToken, readerToken, strangerToken} {
 		g.Expect(manager.Log()).NotTo(ContainSubstring(token), "the manager logs a token")
 	}
+}
+
+// startSecureMetricsManager starts the manager as a process that
+// authenticates to the hub as config/rbac's ServiceAccount, with its Role
+// and ClusterRoles, serving secure metrics (the default) on the address it
+// returns with the ServiceAccount's token; args are added to its flags.
+func startSecureMetricsManager(t *testing.T, name string, args ...string) (addr, token string, p *managerProcess) {
+	t.Helper()
+	const ns = "widgethub-metrics-auth"
+	dir := t.TempDir()
+	bin := buildManager(t, dir)
+	hub := testFleet.Hub
+	ensureNamespace(t, hub, ns)
+	installHubRBAC(t, hub, ns)
+	token = mintToken(t, hub, ns, "widgethub")
+	kubeconfig := filepath.Join(dir, "hub.kubeconfig")
+	if err := os.WriteFile(kubeconfig, tokenKubeconfig(t, hub, token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := fleet.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = startManagerProcess(t, bin, dir, name, append([]string{"--kubeconfig=" + kubeconfig,
+		"--registration-namespace=" + ns, "--leader-elect=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0"}, args...))
+	return addr, token, p
 }
 
 // installHubRBAC applies the resources of config/rbac to the hub, in
@@ -207,4 +222,103 @@ func mintToken(t *testing.T, cp *fleet.ControlPlane, ns, name string) string {
 		t.Fatalf("mint a token for %s/%s: %v", ns, name, err)
 	}
 	return tr.Status.Token
+}
+
+// servingCert is a serving certificate for 127.0.0.1 written to a directory
+// as --metrics-cert-path reads it, and the roots that verify it.
+type servingCert struct {
+	leaf  *x509.Certificate
+	roots *x509.CertPool
+}
+
+// writeServingCert makes a new serving certificate and writes it to dir.
+func writeServingCert(t *testing.T, dir string) servingCert {
+	t.Helper()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := certutil.ParseCertsPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(certPEM)
+	for name, data := range map[string][]byte{"tls.key": keyPEM, "tls.crt": certPEM} {
+		// Each file replaced at once, as a Secret volume's are.
+		if err := os.WriteFile(filepath.Join(dir, name+".new"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, name+".new"), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return servingCert{leaf: certs[0], roots: roots}
+}
+
+// TestMetricsServedWithTheGivenCertificate: with --metrics-cert-path the
+// metrics server presents the certificate of that directory, which a
+// scraper verifies, and the one that replaces it there without a restart.
+func TestMetricsServedWithTheGivenCertificate(t *testing.T) {
+	ctx := context.Background()
+	g := NewWithT(t)
+	certDir := t.TempDir()
+	first := writeServingCert(t, certDir)
+	addr, _, _ := startSecureMetricsManager(t, "metrics-cert", "--metrics-cert-path="+certDir)
+	readerToken := serviceAccountToken(t, testFleet.Hub, "metrics-reader", "widgethub-metrics-reader")
+
+	// served scrapes with a client that trusts roots only, and returns the
+	// certificate the server presented.
+	served := func(g Gomega, roots *x509.CertPool) *x509.Certificate {
+		transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+		defer transport.CloseIdleConnections()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+readerToken)
+		resp, err := (&http.Client{Transport: transport, Timeout: 15 * time.Second}).Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+		g.Expect(string(body)).To(ContainSubstring("widgethub_workqueue_"))
+		return resp.TLS.PeerCertificates[0]
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(served(g, first.roots).Equal(first.leaf)).To(BeTrue(), "the certificate of --metrics-cert-path is served")
+	}, eventually, poll).Should(Succeed())
+
+	rotated := time.Now()
+	second := writeServingCert(t, certDir)
+	g.Eventually(func(g Gomega) {
+		g.Expect(served(g, second.roots).Equal(second.leaf)).To(BeTrue(), "the replaced certificate is served")
+	}, eventually, poll).Should(Succeed())
+	t.Logf("the replaced certificate served after %s", time.Since(rotated).Round(10*time.Millisecond))
+}
+
+// TestMetricsCertPathMustHoldTheCertificate: controller-runtime would serve
+// a self-signed certificate in place of missing files; the manager refuses
+// to start instead, and refuses the flag without HTTPS.
+func TestMetricsCertPathMustHoldTheCertificate(t *testing.T) {
+	for _, c := range []struct {
+		what   string
+		secure bool
+		files  []string
+	}{
+		{"no files", true, nil},
+		{"no key", true, []string{"tls.crt"}},
+		{"plain HTTP", false, []string{"tls.crt", "tls.key"}},
+	} {
+		dir := t.TempDir()
+		for _, name := range c.files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		opts := managerOptions()
+		opts.MetricsBindAddress, opts.MetricsSecure, opts.MetricsCertPath = "127.0.0.1:0", c.secure, dir
+		if _, err := app.New(testFleet.Hub.Config, opts); err == nil || !strings.Contains(err.Error(), "--metrics-cert-path") {
+			t.Errorf("%s: app.New with --metrics-cert-path=%s: %v, want an error naming the flag", c.what, dir, err)
+		}
+	}
 }

@@ -36,7 +36,10 @@ type Options struct {
 	MetricsBindAddress    string
 	// MetricsSecure serves the metrics over HTTPS to the callers the hub
 	// authenticates and authorizes for /metrics; false serves plain HTTP to anyone.
-	MetricsSecure          bool
+	MetricsSecure bool
+	// MetricsCertPath is a directory with the metrics server's tls.crt and
+	// tls.key; empty, the server makes a self-signed certificate.
+	MetricsCertPath        string
 	HealthProbeBindAddress string
 	LeaderElection         bool
 	MemberQPS              float64
@@ -99,7 +102,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
-		"Serve the metrics over HTTPS (a self-signed certificate) to callers whose token the hub authenticates (TokenReview) and authorizes to get /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local runs.")
+		"Serve the metrics over HTTPS (a self-signed certificate unless --metrics-cert-path) to callers whose token the hub authenticates (TokenReview) and authorizes to get /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local runs.")
+	fs.StringVar(&o.MetricsCertPath, "metrics-cert-path", o.MetricsCertPath,
+		"Directory with the certificate (tls.crt) and key (tls.key) the HTTPS metrics server presents, reloaded when they change (a mounted kubernetes.io/tls Secret); empty, a self-signed certificate is made at start.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		"Address the /healthz and /readyz endpoints bind to.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection,
@@ -171,11 +176,15 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		FailureThreshold: opts.ProbeFailureThreshold,
 		Sharding:         shards,
 	})
+	metrics, err := metricsOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	shutdown := opts.GracefulShutdownTimeout
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                  scheme,
 		Cache:                   kubeconfig.SecretCacheOptions(opts.RegistrationNamespace),
-		Metrics:                 metricsOptions(opts),
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        LeaderElectionID,
