@@ -309,6 +309,7 @@ func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 
 	// Fixed by the user: the Stalled registration is engaged.
 	register(t, "kstatus-invalid", alpha)
+	t.Cleanup(func() { unregister(t, "kstatus-invalid") })
 	conds = expectMemberKstatus(t, "kstatus-invalid", kstatus.CurrentStatus, "", "")
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }

@@ -330,10 +330,13 @@ func TestUnchangedWidgetWritesNothing(t *testing.T) {
 	g.Eventually(func(g Gomega) { deployment(g, beta, witness) }, eventually, poll).Should(Succeed())
 
 	// Touch the Deployment without changing what widgethub owns: that
-	// triggers a reconcile, which must write neither object.
+	// triggers a reconcile, which must write neither object. (A label: a
+	// changed annotation bumps a Deployment's generation, which the Widget
+	// rightly reports as Reconciling until the Deployment controller has
+	// observed it.)
 	before := widgetReconciles(g)
 	d := deployment(g, beta, key)
-	d.Annotations = map[string]string{"example.com/touched": "yes"}
+	d.Labels["example.com/touched"] = "yes"
 	g.Expect(beta.Client.Update(context.Background(), d)).To(Succeed())
 	deployRV := d.ResourceVersion
 	widgetRV := widget(g, beta, key).ResourceVersion
