@@ -97,6 +97,11 @@ build: ## Build the manager binary into bin/.
 build-plugin: ## Build the kubectl plugin into bin/ (put bin/ on PATH for `kubectl widgethub`).
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/kubectl-widgethub ./cmd/kubectl-widgethub
 
+.PHONY: release
+release: ## Write release VERSION (e.g. v0.2.0) into dist/: install.yaml, the chart, the plugin archives, checksums.txt; and the krew manifest plugins/widgethub.yaml.
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v1.2.3 [IMAGE_REPO=...]"; exit 2; }
+	hack/release.sh $(VERSION)
+
 .PHONY: run
 run: ## Run the manager against the current kubeconfig's hub.
 	$(GO) run ./cmd/widgethub
