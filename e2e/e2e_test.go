@@ -42,7 +42,8 @@ func TestE2E(t *testing.T) {
 }
 
 // setUp creates (or reuses) the kind clusters, deploys the operator on the
-// hub and joins both members.
+// hub from config/default, replaces that with the Helm chart, and joins both
+// members.
 func setUp(t *testing.T) *fleet {
 	t.Helper()
 	e := loadEnv(t)
@@ -73,6 +74,9 @@ func setUp(t *testing.T) *fleet {
 	for _, m := range members {
 		f.members[m.registration] = newKube(t, m.kind, ensureCluster(t, p, m.kind, e.nodeImage, e.keep, dir))
 	}
+	waitManager(t, f.hub, image)
+	// config/default rolled out; the scenario runs on the chart's install.
+	installChart(t, e, f.hub, image)
 	waitManager(t, f.hub, image)
 
 	for _, m := range members {

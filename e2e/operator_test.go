@@ -40,9 +40,11 @@ func buildImage(t *testing.T, e env) string {
 }
 
 // deploy installs config/default on the hub with the manager image, as
-// `make deploy` does (hack/render.sh, kubectl apply --server-side).
+// `make deploy` does (hack/render.sh, kubectl apply --server-side), after
+// removing the chart's release of an earlier run (installChart).
 func deploy(t *testing.T, e env, hub *kube, image string) {
 	t.Helper()
+	uninstallChart(t, e, hub)
 	logf("deploying config/default with %s", image)
 	manifests := run(t, e.root, nil, "hack/render.sh", image)
 	run(t, "", manifests, "kubectl", "--kubeconfig", hub.kubeconfig, "apply", "--server-side", "-f", "-")
