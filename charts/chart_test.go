@@ -112,7 +112,7 @@ func TestChartWithEveryValue(t *testing.T) {
 	want := []string{
 		"Deployment platform/platform-hub", "NetworkPolicy platform/platform-hub",
 		"Role fleet-registrations/platform-hub", "RoleBinding fleet-registrations/platform-hub",
-		"Service platform/platform-hub-metrics", "ServiceMonitor platform/platform-hub",
+		"Service platform/platform-hub-metrics", "ServiceMonitor platform/platform-hub-metrics",
 	}
 	if got := o.keys(); !slices.Equal(got, want) {
 		t.Errorf("rendered %v, want %v (no ServiceAccount: serviceAccount.create is false; no PodDisruptionBudget; no ClusterRoles: metrics.secure is false)", got, want)
@@ -173,7 +173,7 @@ func TestChartWithEveryValue(t *testing.T) {
 	if !labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) {
 		t.Errorf("NetworkPolicy selects %v, not the manager's pods", np.Spec.PodSelector)
 	}
-	sm := o["ServiceMonitor platform/platform-hub"]
+	sm := o["ServiceMonitor platform/platform-hub-metrics"]
 	endpoint, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 	smSelector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
 	if fmt.Sprint(endpoint) != "[map[interval:15s path:/metrics port:http scrapeTimeout:10s]]" ||
@@ -184,7 +184,7 @@ func TestChartWithEveryValue(t *testing.T) {
 	// With secure metrics (the default) the ServiceMonitor scrapes over
 	// HTTPS with its token, and the manager may review tokens and access.
 	o = index(decode(t, mustHelm(t, "template", "widgethub", chartDir, "--namespace", "widgethub-system", "--set", "metrics.serviceMonitor.enabled=true")))
-	sm = o["ServiceMonitor widgethub-system/widgethub"]
+	sm = o["ServiceMonitor widgethub-system/widgethub-metrics"]
 	if sm == nil {
 		t.Fatalf("metrics.serviceMonitor.enabled=true renders no ServiceMonitor: %v", o.keys())
 	}
@@ -198,9 +198,19 @@ func TestChartWithEveryValue(t *testing.T) {
 		}
 	}
 
+	// metrics.certSecret: the Secret mounted and passed as --metrics-cert-path.
+	o = index(decode(t, mustHelm(t, "template", "widgethub", chartDir, "--set", "metrics.certSecret=widgethub-metrics-tls")))
+	d = into[appsv1.Deployment](t, o, "Deployment default/widgethub")
+	pod = d.Spec.Template.Spec
+	if !slices.Contains(pod.Containers[0].Args, "--metrics-cert-path=/etc/widgethub/metrics-certs") ||
+		len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "widgethub-metrics-tls" ||
+		len(pod.Containers[0].VolumeMounts) != 1 || pod.Containers[0].VolumeMounts[0].MountPath != "/etc/widgethub/metrics-certs" {
+		t.Errorf("metrics.certSecret: args %q, volumes %+v, mounts %+v", pod.Containers[0].Args, pod.Volumes, pod.Containers[0].VolumeMounts)
+	}
+
 	// metrics.service.enabled=false: no Service, so no ServiceMonitor either.
 	o = index(decode(t, mustHelm(t, "template", "x", chartDir, "--values", all, "--set", "metrics.service.enabled=false")))
-	if o["Service default/platform-hub-metrics"] != nil || o["ServiceMonitor default/platform-hub"] != nil {
+	if o["Service default/platform-hub-metrics"] != nil || o["ServiceMonitor default/platform-hub-metrics"] != nil {
 		t.Errorf("metrics.service.enabled=false renders %v", o.keys())
 	}
 
@@ -223,6 +233,7 @@ var opaqueValues = []string{"resources", "podSecurityContext", "securityContext"
 // set otherwise in TestChartWithEveryValue.
 var keptValues = map[string]string{
 	"metrics.service.enabled": "false would hide the Service and the ServiceMonitor; rendered on its own",
+	"metrics.certSecret":      "needs metrics.secure, which all-values turns off; rendered on its own",
 }
 
 // checkEveryValueSet checks that all-values sets every leaf of values to
@@ -244,12 +255,12 @@ func checkEveryValueSet(t *testing.T, valuesFile, allFile string) {
 	walk = func(path string, def, all map[string]any) {
 		for k, dv := range def {
 			p := strings.TrimPrefix(path+"."+k, ".")
+			if _, ok := keptValues[p]; ok {
+				continue
+			}
 			av, ok := all[k]
 			if !ok {
 				t.Errorf("%s does not set %s", allFile, p)
-				continue
-			}
-			if _, ok := keptValues[p]; ok {
 				continue
 			}
 			if dm, ok := dv.(map[string]any); ok && len(dm) > 0 && !slices.Contains(opaqueValues, p) {
@@ -356,6 +367,29 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 		default:
 			t.Errorf("%s: a kind this test does not compare yet", key)
 		}
+	}
+}
+
+// TestServiceMonitorMatchesConfigPrometheus: the chart's ServiceMonitor
+// scrapes as config/prometheus/monitor.yaml does, under the same name.
+func TestServiceMonitorMatchesConfigPrometheus(t *testing.T) {
+	data, err := os.ReadFile("../config/prometheus/monitor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kust := index(decode(t, string(data)))
+	chart := index(template(t, "--set", "metrics.serviceMonitor.enabled=true"))
+	const key = "ServiceMonitor widgethub-system/widgethub-metrics"
+	k, c := kust[key], chart[key]
+	if k == nil || c == nil {
+		t.Fatalf("config/prometheus has %v, the chart %v; want %s in both", kust.keys(), chart.keys(), key)
+	}
+	ke, _, _ := unstructured.NestedSlice(k.Object, "spec", "endpoints")
+	ce, _, _ := unstructured.NestedSlice(c.Object, "spec", "endpoints")
+	// The chart names the scrape interval; config/prometheus leaves Prometheus's.
+	delete(ce[0].(map[string]any), "interval")
+	if !reflect.DeepEqual(ke, ce) {
+		t.Errorf("endpoints:\nchart             %v\nconfig/prometheus %v", ce, ke)
 	}
 }
 

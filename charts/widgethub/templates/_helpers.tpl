@@ -67,6 +67,8 @@ app.kubernetes.io/component: manager
 - --health-probe-bind-address=:{{ .Values.probePort }}
 {{- if not .Values.metrics.secure }}
 - --metrics-secure=false
+{{- else if .Values.metrics.certSecret }}
+- --metrics-cert-path=/etc/widgethub/metrics-certs
 {{- end }}
 {{- if not (kindIs "invalid" $m.qps) }}
 - --member-qps={{ $m.qps }}
