@@ -66,7 +66,7 @@ type shardResult struct {
 	// heap, heap0, rss and rss0 are each replica's heap in use and RSS with
 	// and without members, in bytes.
 	heap, heap0, rss, rss0 []int64
-	owned            []int
+	owned                  []int
 	// maxMemberHeap is the largest heap a replica's members take.
 	maxMemberHeap float64
 }
