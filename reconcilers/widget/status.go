@@ -16,6 +16,10 @@ import (
 // condition once its rollout made no progress for progressDeadlineSeconds.
 const progressDeadlineExceeded = "ProgressDeadlineExceeded"
 
+// deploymentPendingMessage is the message of Reconciling with reason
+// DeploymentPending.
+const deploymentPendingMessage = "waiting for the Deployment controller to observe the Deployment's latest spec"
+
 // observedStatus is the status a Widget should show given its Deployment
 // (nil when there is none), whether this reconcile wrote it (applied), and
 // the error of writing it, if any.
@@ -72,11 +76,10 @@ func progress(desired int32, deploy *appsv1.Deployment, applied bool, applyErr e
 	case applyErr != nil:
 		return progressState{stalled, v1alpha1.WidgetDeploymentFailedReason,
 			v1alpha1.TruncateMessage(fmt.Sprintf("cannot write Deployment: %v", applyErr))}
-	case applied || deploy == nil:
-		return progressState{reconciling, v1alpha1.WidgetDeploymentPendingReason, "Deployment written; waiting for its controller"}
-	case deploy.Status.ObservedGeneration < deploy.Generation:
-		return progressState{reconciling, v1alpha1.WidgetDeploymentPendingReason,
-			fmt.Sprintf("waiting for the Deployment controller to observe generation %d", deploy.Generation)}
+	case applied || deploy == nil || deploy.Status.ObservedGeneration < deploy.Generation:
+		// One message for both: the reconcile that follows the write (on its
+		// watch event) then has nothing new to write.
+		return progressState{reconciling, v1alpha1.WidgetDeploymentPendingReason, deploymentPendingMessage}
 	}
 	for _, c := range deploy.Status.Conditions {
 		switch {

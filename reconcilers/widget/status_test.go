@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,11 +118,11 @@ func TestProgressConditions(t *testing.T) {
 		want                          kstatus.Status
 	}{
 		{"just created", 2, nil, true, nil,
-			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, "Deployment written; waiting for its controller", metav1.ConditionFalse, kstatus.InProgressStatus},
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, deploymentPendingMessage, metav1.ConditionFalse, kstatus.InProgressStatus},
 		{"spec just written to a rolled out Deployment", 2, rolledOut(2), true, nil,
 			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, "", metav1.ConditionTrue, kstatus.InProgressStatus},
 		{"generation not observed by the Deployment controller", 2, withDeployment(rolledOut(2), func(d *appsv1.Deployment) { d.Generation = 3 }), false, nil,
-			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, "waiting for the Deployment controller to observe generation 3", metav1.ConditionTrue, kstatus.InProgressStatus},
+			v1alpha1.WidgetReconciling, v1alpha1.WidgetDeploymentPendingReason, deploymentPendingMessage, metav1.ConditionTrue, kstatus.InProgressStatus},
 		{"rolled out", 2, rolledOut(2), false, nil, "", "", "", metav1.ConditionTrue, kstatus.CurrentStatus},
 		{"scaled to zero", 0, rolledOut(0), false, nil, "", "", "", metav1.ConditionTrue, kstatus.CurrentStatus},
 		{"new image rolling out while every replica is available", 2, withDeployment(rolledOut(3), func(d *appsv1.Deployment) {
@@ -190,5 +191,17 @@ func TestProgressConditions(t *testing.T) {
 				t.Errorf("kstatus says %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// A new Widget's status is written once: the reconcile that follows the
+// creation of its Deployment (not yet observed by its controller) computes
+// the same status as the one that created it.
+func TestNewWidgetStatusIsWrittenOnce(t *testing.T) {
+	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 1}, Spec: v1alpha1.WidgetSpec{Replicas: ptr.To[int32](2)}}
+	w.Status = observedStatus(w, nil, true, nil)
+	created := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+	if next := observedStatus(w, created, false, nil); !equality.Semantic.DeepEqual(next, w.Status) {
+		t.Fatalf("the reconcile after the Deployment's creation would write\n%+v\nover\n%+v", next.Conditions, w.Status.Conditions)
 	}
 }

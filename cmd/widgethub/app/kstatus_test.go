@@ -299,17 +299,17 @@ func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 			c.Server = "https://" + refusedAddr
 		}), kstatus.InProgressStatus, "Reconciling", v1alpha1.MemberUnreachableReason},
 	} {
+		name := "kstatus-" + tc.name
+		registerData(t, name, map[string][]byte{tc.kubeconfig: tc.data}) // until the test ends
 		t.Run(tc.name, func(t *testing.T) {
-			name := "kstatus-" + tc.name
-			registerData(t, name, map[string][]byte{tc.kubeconfig: tc.data})
 			conds := expectMemberKstatus(t, name, tc.want, tc.condType, tc.reason)
 			expectReady(t, conds, metav1.ConditionFalse, tc.reason)
 		})
 	}
 
-	// Fixed by the user: the Stalled registration is engaged.
+	// Fixed by the user: the Stalled registration's Secret now holds a
+	// usable kubeconfig, and its MemberCluster turns Current.
 	register(t, "kstatus-invalid", alpha)
-	t.Cleanup(func() { unregister(t, "kstatus-invalid") })
 	conds = expectMemberKstatus(t, "kstatus-invalid", kstatus.CurrentStatus, "", "")
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }
