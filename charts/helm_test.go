@@ -90,12 +90,9 @@ func kustomize(t *testing.T, image string) []*unstructured.Unstructured {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Fatalf("kubectl is not on PATH: %v", err)
 	}
-	var stderr bytes.Buffer
-	cmd := exec.Command("../hack/render.sh", image)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	objs, err := manifests.Render("../hack/render.sh", image)
 	if err != nil {
-		t.Fatalf("hack/render.sh: %v\n%s", err, stderr.String())
+		t.Fatal(err)
 	}
-	return decode(t, string(out))
+	return objs
 }

@@ -1,10 +1,8 @@
 package config_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +30,7 @@ import (
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/manifests"
 )
 
 // warnings collects the API server's warning headers (PodSecurity's among them).
@@ -51,28 +49,11 @@ func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ st
 func render(t *testing.T, image string) []*unstructured.Unstructured {
 	t.Helper()
 	requireKubectl(t)
-	var stderr bytes.Buffer
-	cmd := exec.Command("../hack/render.sh", image)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	objs, err := manifests.Render("../hack/render.sh", image)
 	if err != nil {
-		t.Fatalf("hack/render.sh: %v\n%s", err, stderr.String())
+		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatalf("decode rendered manifests: %v", err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
+	return objs
 }
 
 // requireKubectl skips t when kubectl is not on PATH, and fails it instead

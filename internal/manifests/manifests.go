@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -30,4 +31,17 @@ func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 			objs = append(objs, u)
 		}
 	}
+}
+
+// Render runs the render script (hack/render.sh: config/default as make
+// deploy applies it) with image and returns its objects.
+func Render(script, image string) ([]*unstructured.Unstructured, error) {
+	var stderr bytes.Buffer
+	cmd := exec.Command(script, image)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w\n%s", script, err, stderr.String())
+	}
+	return Decode(out)
 }
