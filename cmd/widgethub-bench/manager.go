@@ -81,6 +81,11 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 	if err != nil {
 		return fmt.Errorf("hub kubeconfig: %w", err)
 	}
+	// As the manager binary gets its hub config from ctrl.GetConfig: no
+	// client-side limit toward the hub, whose API priority and fairness
+	// applies. client-go's default of 5 QPS would otherwise throttle every
+	// manager's MemberCluster writes and Events in the bench alone.
+	cfg.QPS = -1
 	var mgr mcmanager.Manager
 	switch impl {
 	case widgethub:
@@ -279,6 +284,16 @@ func (p *managerProcess) ask(ctx context.Context, question, answer string) (int6
 // heapInUse is the manager's Go heap in use after garbage collection.
 func (p *managerProcess) heapInUse(ctx context.Context) (int64, error) {
 	return p.ask(ctx, "heap", "heap")
+}
+
+// memory is the manager's heap in use after garbage collection and its
+// resident set size, in bytes.
+func (p *managerProcess) memory(ctx context.Context) (heap, rss int64, err error) {
+	if heap, err = p.heapInUse(ctx); err != nil {
+		return 0, 0, err
+	}
+	rss, err = p.rss()
+	return heap, rss, err
 }
 
 // engaged is how many of names the manager has engaged.

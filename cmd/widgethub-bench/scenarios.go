@@ -407,11 +407,7 @@ func (b *benchmark) memoryOf(ctx context.Context, impl string, names []string, k
 		return err
 	}
 	time.Sleep(b.settle)
-	heap1, err := p.heapInUse(ctx)
-	if err != nil {
-		return err
-	}
-	rss, err := p.rss()
+	heap1, rss, err := p.memory(ctx)
 	if err != nil {
 		return err
 	}

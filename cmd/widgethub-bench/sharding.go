@@ -122,11 +122,7 @@ func (b *benchmark) serve(ctx context.Context, replicas int, names []string, kub
 	}
 	time.Sleep(b.settle)
 	for _, p := range procs {
-		h, err := p.heapInUse(ctx)
-		if err != nil {
-			return res, err
-		}
-		rss, err := p.rss()
+		h, rss, err := p.memory(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -170,11 +166,7 @@ func (b *benchmark) serve(ctx context.Context, replicas int, names []string, kub
 		}
 	}
 	for i, p := range procs {
-		h, err := p.heapInUse(ctx)
-		if err != nil {
-			return res, err
-		}
-		rss, err := p.rss()
+		h, rss, err := p.memory(ctx)
 		if err != nil {
 			return res, err
 		}
