@@ -133,6 +133,7 @@ func main() {
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
 		shardMembers    = flag.Int("shard-members", 0, "registrations of the sharding measurement (default 100, quick 12)")
 		replicaID       = flag.String("replica-id", "", "internal: run -manager widgethub sharded, as this replica")
+		chart           = flag.String("chart", "", "where to draw the quiet member's change latency during the floods, .svg or .png (default: fairness.svg beside the manager logs)")
 	)
 	opts := app.DefaultOptions()
 	opts.LeaderElection = false // one manager in-process: no standby to hand over to
@@ -173,7 +174,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile}
+	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile, chartPath: *chart}
 	err := b.run(ctx, strings.Split(*only, ","))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -195,6 +196,8 @@ type benchmark struct {
 	managerArgs []string
 	opts        app.Options
 	profileDir  string
+	// chartPath is where the fairness chart is drawn; empty: beside the logs.
+	chartPath string
 
 	fleet         *fleet.Fleet
 	hub           client.Client
@@ -210,6 +213,8 @@ type benchmark struct {
 	// made once for every repetition.
 	scaleUsers       []string
 	scaleKubeconfigs [][]byte
+	// traces are the quiet member's changes during every flood, for the chart.
+	traces []floodTrace
 }
 
 // member is one API server of the fleet with a direct, unthrottled client.

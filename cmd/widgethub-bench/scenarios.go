@@ -211,6 +211,7 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return outcome, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, b.floodWidgets, b.windowFor(impl))
 	}
 	p50, p99 := b.recordFairness(impl, res)
+	b.traces = append(b.traces, traceOf(impl, res, res.start.Add(b.windowFor(impl))))
 	outcome = b.floodOutcome(res)
 	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, formatDuration(outcome.drain), outcome.rates.controller)
 	return outcome, nil

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -132,6 +133,17 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 		fmt.Fprintf(w, "\nStopped badly: %s", problem)
 	}
 	fmt.Fprintf(w, "\nManager logs: %s\n", b.logDir)
+	if len(b.traces) > 0 {
+		path := b.chartPath
+		if path == "" {
+			path = filepath.Join(b.logDir, "fairness.svg")
+		}
+		if err := writeChart(path, b.traces, b.floodWidgets); err != nil {
+			fmt.Fprintf(w, "Chart: %v\n", err)
+		} else {
+			fmt.Fprintf(w, "Chart of the quiet member's change latency during the floods: %s\n", path)
+		}
+	}
 }
 
 // rows are the table's cells, a header first, without the rows no manager
