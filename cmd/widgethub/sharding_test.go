@@ -76,16 +76,16 @@ func startReplica(t *testing.T, namespace, id string) *replica {
 }
 
 // startReplicaWith starts a replica that reaches the hub through the
-// kubeconfig file at kubeconfigPath.
-func startReplicaWith(t *testing.T, namespace, id, kubeconfigPath string) *replica {
+// kubeconfig file at kubeconfigPath, with the manager flags extra besides.
+func startReplicaWith(t *testing.T, namespace, id, kubeconfigPath string, extra ...string) *replica {
 	t.Helper()
 	addr, err := fleet.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
 	proc, err := fleet.StartProcess(managerBinary, filepath.Join(t.TempDir(), id+".log"),
-		"--kubeconfig", kubeconfigPath, "--sharding", "--replica-id", id, "--registration-namespace", namespace,
-		"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0", "--zap-log-level", "info")
+		append([]string{"--kubeconfig", kubeconfigPath, "--sharding", "--replica-id", id, "--registration-namespace", namespace,
+			"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0", "--zap-log-level", "info"}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,8 @@ type serving struct {
 // watchServing samples replicas until ctx ends; it returns after a first
 // round of samples, so that what they serve now is on record.
 func watchServing(t *testing.T, ctx context.Context, replicas []*replica) *serving {
-	s := &serving{replicas: replicas, first: map[[2]string]time.Time{}, last: map[[2]string]time.Time{}}
+	// A copy: the caller's slice may grow into the same array.
+	s := &serving{replicas: slices.Clone(replicas), first: map[[2]string]time.Time{}, last: map[[2]string]time.Time{}}
 	go func() {
 		for ctx.Err() == nil {
 			s.mu.Lock()
