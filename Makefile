@@ -35,7 +35,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC under config/ (and co
 	# The chart's CRDs are copies (Helm installs crds/ as they are).
 	rm -f charts/widgethub/crds/*.yaml && cp config/crd/bases/*.yaml charts/widgethub/crds/
 	$(CONTROLLER_GEN) rbac:roleName=widgethub paths=./providers/... paths=./cmd/widgethub/app/... output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) rbac:roleName=widgethub-member paths=./reconcilers/... output:rbac:artifacts:config=config/member-rbac
+	$(CONTROLLER_GEN) rbac:roleName=widgethub-member paths=./reconcilers/... paths=./clusters/... output:rbac:artifacts:config=config/member-rbac
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.

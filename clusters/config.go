@@ -110,6 +110,51 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: context %q: %s", ErrInvalidKubeconfig, name, FirstLine(err))
 	}
+	return finish(cfg, name, len(raw.Contexts), opts), nil
+}
+
+// ExecConfig is the config of a member whose server (and CA) a registration
+// names and whose credentials come from an exec plugin that the hub's
+// administrator configured (a ClusterProfile's access provider): cfg is the
+// rest.Config built from both, context names where it came from. The
+// server is checked as a kubeconfig's is (https:// unless AllowInsecure, no
+// credentials in the URL); cfg must carry no credential of its own but its
+// exec provider, and no file, proxy or impersonation; its proxy is replaced
+// by the environment's and it dials through Dialer, so that the destination
+// checks of every member apply. AllowCredentialPlugins is not asked: the
+// plugin is the administrator's, not the registration's.
+func ExecConfig(cfg *rest.Config, context string, opts ConfigOptions) (*Config, error) {
+	if cfg.ExecProvider == nil || cfg.ExecProvider.Command == "" {
+		return nil, fmt.Errorf("%w: %s: no exec credential provider", ErrInvalidKubeconfig, context)
+	}
+	for _, f := range []struct {
+		set   bool
+		field string
+	}{
+		{cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.Username != "" || cfg.Password != "", "credentials besides the exec provider"},
+		{cfg.CertFile != "" || cfg.KeyFile != "" || cfg.CAFile != "", "a certificate or key file"},
+		{cfg.AuthProvider != nil, "an auth-provider"},
+		{cfg.Impersonate.UserName != "" || cfg.Impersonate.UID != "" || len(cfg.Impersonate.Groups) > 0 || len(cfg.Impersonate.Extra) > 0, "impersonation"},
+		{cfg.Insecure && !opts.AllowInsecure, "insecure-skip-tls-verify (allowed only with --allow-insecure-members)"},
+	} {
+		if f.set {
+			return nil, fmt.Errorf("%s: %w: %s is not allowed", context, ErrUnsafeKubeconfig, f.field)
+		}
+	}
+	if err := checkServer(cfg.Host, opts.AllowInsecure); err != nil {
+		return nil, fmt.Errorf("%s: %w", context, err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	exec := *cfg.ExecProvider
+	exec.InteractiveMode = clientcmdapi.NeverExecInteractiveMode
+	cfg.ExecProvider = &exec
+	return finish(cfg, context, 1, opts), nil
+}
+
+// finish sets what every member config has, whatever its source: the
+// member's QPS and burst, the user agent, the environment's proxy, the
+// guarded dialer and the request bound.
+func finish(cfg *rest.Config, context string, contexts int, opts ConfigOptions) *Config {
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	if cfg.QPS == 0 {
 		cfg.QPS = DefaultQPS
@@ -128,7 +173,7 @@ func RESTConfig(kubeconfig []byte, opts ConfigOptions) (*Config, error) {
 	if timeout == 0 {
 		timeout = DefaultRequestTimeout
 	}
-	return &Config{REST: cfg, Context: name, Contexts: len(raw.Contexts), RequestTimeout: timeout, TokenExpiry: jwtExpiry(cfg.BearerToken)}, nil
+	return &Config{REST: cfg, Context: context, Contexts: contexts, RequestTimeout: timeout, TokenExpiry: jwtExpiry(cfg.BearerToken)}
 }
 
 // Context is a kubeconfig context with the cluster and user it names.
@@ -193,7 +238,13 @@ func refuseUnsafe(cur Context, allowInsecure bool) error {
 			return fmt.Errorf("%w: %s is not allowed", ErrUnsafeKubeconfig, f.field)
 		}
 	}
-	server, err := url.Parse(c.Server)
+	return checkServer(c.Server, allowInsecure)
+}
+
+// checkServer refuses a member's server URL that is not https:// (or
+// http:// with allowInsecure), has no host, or carries credentials.
+func checkServer(s string, allowInsecure bool) error {
+	server, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("%w: clusters[].cluster.server is not a URL", ErrInvalidKubeconfig)
 	}
@@ -235,12 +286,8 @@ func FirstLine(err error) string {
 // signature is not checked: the member does that; this only says when the
 // member will stop accepting it.
 func jwtExpiry(token string) time.Time {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
+	payload, ok := jwtPayload(token)
+	if !ok {
 		return time.Time{}
 	}
 	var claims struct {
@@ -250,6 +297,16 @@ func jwtExpiry(token string) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(claims.Exp, 0)
+}
+
+// jwtPayload is the decoded payload of token when it has the form of a JWT.
+func jwtPayload(token string) ([]byte, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return payload, err == nil
 }
 
 // SameServerAndIdentity reports whether o reaches the same server in the same

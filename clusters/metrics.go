@@ -33,6 +33,17 @@ var (
 	// ReconcileErrors counts Widget reconciles that returned an error.
 	ReconcileErrors = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_reconcile_errors_total",
 		Help: "Widget reconciles in the member that returned an error."})
+	// MemberCredentialsExpiry is when the registration's token expires.
+	MemberCredentialsExpiry = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_credentials_expiry_timestamp_seconds",
+		Help: "Unix time at which the member's registration token expires; absent when unknown (no token, or not a JWT)."})
+	// MemberCredentialsExpiring is 1 while the MemberCluster's
+	// CredentialsExpiring condition is True.
+	MemberCredentialsExpiring = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_credentials_expiring",
+		Help: "1 while the member's credentials will expire without renewal (its renewal fails, or a token the hub does not renew is about to expire), else 0."})
+	// MemberCredentialRenewalFailures counts the failed renewals of the
+	// member's token.
+	MemberCredentialRenewalFailures = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_credentials_renewal_failures_total",
+		Help: "Attempts of the hub to renew the member's token that failed."})
 )
 
 // perMember builds a metric vector labelled by cluster with newVec.
@@ -42,7 +53,8 @@ func perMember[O any, V any](newVec func(O, []string) V, opts O) V {
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(MemberReady, MemberEngagedSince, MemberProbeDuration,
-		MemberProbeFailures, MemberWidgets, MemberEventsDropped, Reconciles, ReconcileErrors)
+		MemberProbeFailures, MemberWidgets, MemberEventsDropped, Reconciles, ReconcileErrors,
+		MemberCredentialsExpiry, MemberCredentialsExpiring, MemberCredentialRenewalFailures)
 }
 
 // startCounters serves the member's counters from zero if they are not
@@ -66,4 +78,7 @@ func ForgetMetrics(cluster string) {
 	MemberWidgets.DeletePartialMatch(labels)
 	Reconciles.DeletePartialMatch(labels)
 	ReconcileErrors.DeletePartialMatch(labels)
+	MemberCredentialsExpiry.DeletePartialMatch(labels)
+	MemberCredentialsExpiring.DeletePartialMatch(labels)
+	MemberCredentialRenewalFailures.DeletePartialMatch(labels)
 }

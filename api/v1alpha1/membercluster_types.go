@@ -31,6 +31,17 @@ const (
 	// MemberDegradedReason: the member answers its probes, but most of its
 	// Widget reconciles fail (for example, its writes are refused).
 	MemberDegradedReason = "Degraded"
+	// MemberNoAccessProviderReason: the ClusterProfile names no access
+	// provider that the hub's administrator configured; nothing was run.
+	MemberNoAccessProviderReason = "NoAccessProvider"
+
+	// MemberNameConflict is True on the MemberCluster of a member whose name
+	// another registration claims too (a ClusterProfile named like a
+	// registration Secret): this registration keeps the name, the other
+	// waits, reported by an Event with reason MemberNameConflictReason.
+	MemberNameConflict = "NameConflict"
+	// MemberNameConflictReason: another registration claims the same member name.
+	MemberNameConflictReason = "NameConflict"
 
 	// MemberReconciling is True (kstatus convention) while the hub is on its
 	// way to an engaged, healthy member and needs no change to get there:
@@ -41,23 +52,37 @@ const (
 	// engaged, or its Widgets reconciled, without a change by a user: to the
 	// registration Secret, the member's RBAC, its CRDs or what refuses its
 	// writes. Its reason is Ready's: InvalidKubeconfig, ExecPluginRefused,
-	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing or Degraded.
+	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded
+	// or NoAccessProvider.
 	MemberStalled = "Stalled"
 	// MemberEngagingReason (Reconciling): the hub is checking the member and
 	// starting its caches with a new kubeconfig.
 	MemberEngagingReason = "Engaging"
 
-	// MemberTokenExpiring is True while the registration's bearer token
-	// expires within TokenExpiryWarning; absent when its expiry is unknown
-	// (no token, or not a JWT).
-	MemberTokenExpiring = "TokenExpiring"
-	// MemberTokenExpiresSoonReason: the token expires within TokenExpiryWarning.
-	MemberTokenExpiresSoonReason = "ExpiresSoon"
-	// MemberTokenValidReason: the token is valid for longer than TokenExpiryWarning.
-	MemberTokenValidReason = "Valid"
+	// MemberCredentialsExpiring warns that the registration's credentials
+	// will stop working: True (reason MemberRenewalFailedReason) while the
+	// hub cannot renew a token it renews (one kubectl widgethub join
+	// minted), or (reason MemberCredentialsExpiresSoonReason) from
+	// TokenExpiryWarning before a token it does not renew expires. A token
+	// the hub renews that merely nears its renewal is no warning. Absent when
+	// the token's expiry is unknown (no token, or not a JWT).
+	MemberCredentialsExpiring = "CredentialsExpiring"
+	// MemberCredentialsExpiresSoonReason: a token the hub does not renew
+	// expires within TokenExpiryWarning, or has expired.
+	MemberCredentialsExpiresSoonReason = "ExpiresSoon"
+	// MemberCredentialsValidReason: a token the hub does not renew is valid
+	// for longer than TokenExpiryWarning.
+	MemberCredentialsValidReason = "Valid"
+	// MemberCredentialsRenewableReason: the hub renews the token before it
+	// expires, and no renewal has failed.
+	MemberCredentialsRenewableReason = "Renewable"
+	// MemberRenewalFailedReason: the token's renewal is due and failed; the
+	// hub keeps using the token until it expires, and retries with backoff.
+	MemberRenewalFailedReason = "RenewalFailed"
 )
 
-// TokenExpiryWarning is how long before its token expires a member says so.
+// TokenExpiryWarning is how long before a token the hub does not renew
+// expires the member says so.
 const TokenExpiryWarning = 14 * 24 * time.Hour
 
 // MemberClusterStatus is what the hub observes of one registered member.

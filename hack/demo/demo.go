@@ -80,7 +80,11 @@ func run(ctx context.Context, opts options) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, stopFleet()) }()
-	stopManager, err := startManager(ctx, d.fleet, opts.metricsBindAddress)
+	access, err := d.setUpAccessProvider(dir)
+	if err != nil {
+		return err
+	}
+	stopManager, err := startManager(ctx, d.fleet, opts.metricsBindAddress, access.file)
 	if err != nil {
 		return err
 	}
@@ -91,6 +95,9 @@ func run(ctx context.Context, opts options) (err error) {
 	d.say("manager running in-process on the hub (log: %s)", logPath)
 
 	if err := d.joinMembers(ctx); err != nil {
+		return err
+	}
+	if err := d.registerThroughClusterProfile(ctx, access, profileMember); err != nil {
 		return err
 	}
 	if err := d.showReadySamples(ctx); err != nil {
@@ -116,8 +123,14 @@ func (d *demo) say(format string, args ...any) {
 // function stops the fleet; on error the fleet is already stopped.
 func (d *demo) startFleet(ctx context.Context, dir string) (stop func() error, err error) {
 	d.say("starting a hub and members %s as local control planes (kube-apiserver + etcd)...", strings.Join(members, ", "))
-	// The members start without the Widget CRD: join installs it.
-	f, err := fleet.Start(fleet.Options{Members: members, Scheme: clusters.NewScheme(), MemberCRDs: []string{}})
+	// The members start without the Widget CRD: join installs it. The hub
+	// serves ClusterProfiles too (the CRD of cluster-inventory-api).
+	profiles, err := clusterProfileCRD()
+	if err != nil {
+		return nil, err
+	}
+	f, err := fleet.Start(fleet.Options{Members: members, Scheme: clusters.NewScheme(), MemberCRDs: []string{},
+		HubCRDs: append(fleet.CRDPaths(), profiles)})
 	if err != nil {
 		return nil, err
 	}
@@ -193,9 +206,11 @@ func memberHosts(f *fleet.Fleet) string {
 	return strings.Join(parts, ", ")
 }
 
-// startManager runs the hub manager on f's hub and returns its stop function.
-func startManager(ctx context.Context, f *fleet.Fleet, metrics string) (func() error, error) {
+// startManager runs the hub manager on f's hub, with ClusterProfiles read
+// through the access providers of providerFile, and returns its stop function.
+func startManager(ctx context.Context, f *fleet.Fleet, metrics, providerFile string) (func() error, error) {
 	opts := app.DefaultOptions()
+	opts.ClusterProfileProviderFile = providerFile
 	opts.LeaderElection = false // one manager in-process: no standby to hand over to
 	opts.MetricsBindAddress = metrics
 	if opts.MetricsBindAddress == "" {
@@ -355,7 +370,7 @@ func printTryIt(out io.Writer, files *fleet.KubeconfigFiles) {
   export KUBECONFIG=%s
   kubectl --context alpha get widgets,deployments
   kubectl --context beta scale widget cart --replicas 3
-  kubectl -n widgethub-system get secrets,memberclusters
+  kubectl -n widgethub-system get secrets,clusterprofiles,memberclusters
   make build-plugin && PATH=$PWD/bin:$PATH kubectl widgethub widgets -A
 
 `, files.All)

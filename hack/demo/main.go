@@ -1,7 +1,9 @@
 // Command demo is `make demo`: a hub and two members (alpha and beta) as
 // local control planes (internal/fleet), the hub manager in-process
 // (cmd/widgethub/app), both members joined with the kubectl plugin's own code
-// (cmd/kubectl-widgethub/plugin), the sample Widgets of config/samples applied
+// (cmd/kubectl-widgethub/plugin), beta then registered through a
+// ClusterProfile and an access provider instead (the widgethub-credential
+// plugin, see docs/registration.md), the sample Widgets of config/samples applied
 // to both, and a stand-in for the Deployment controller, which local control
 // planes do not run, so that the Widgets become Ready. It prints what it does,
 // then the plugin's view of the fleet and the kubeconfig files to explore it

@@ -11,16 +11,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// auditPolicy records, at the Metadata level, every write the API server
-// completes, and nothing else.
+// auditPolicy records, at the Metadata level, every write, list and watch
+// the API server completes, and nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
 - level: Metadata
-  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  verbs: ["create", "update", "patch", "delete", "deletecollection", "list", "watch"]
 - level: None
 `
+
+// writeVerbs are the verbs Writes returns.
+var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
 
 func (cp *ControlPlane) configureAudit() error {
 	dir, err := os.MkdirTemp("", "fleet-audit-"+cp.Name+"-")
@@ -43,15 +46,20 @@ func (cp *ControlPlane) configureAudit() error {
 }
 
 // Write is one write an API server completed, from its audit log.
-type Write struct {
+type Write = Request
+
+// Request is one request an API server completed, from its audit log.
+type Request struct {
 	User      string
 	UserAgent string
 	Verb      string
-	// Resource is the resource written, with its subresource: "widgets/status".
+	// Resource is the resource, with its subresource: "widgets/status".
 	Resource  string
 	Namespace string
 	Name      string
 	Code      int
+	// URI is the request's path and query.
+	URI string
 	// Received and Completed are when the API server received the request
 	// and finished answering it.
 	Received, Completed time.Time
@@ -61,9 +69,10 @@ type auditEvent struct {
 	User struct {
 		Username string `json:"username"`
 	} `json:"user"`
-	UserAgent string `json:"userAgent"`
-	Verb      string `json:"verb"`
-	ObjectRef *struct {
+	UserAgent  string `json:"userAgent"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	ObjectRef  *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
@@ -79,6 +88,17 @@ type auditEvent struct {
 // Writes reads the writes this control plane has completed so far; it
 // needs Options.AuditMembers.
 func (cp *ControlPlane) Writes() ([]Write, error) {
+	return cp.requests(func(verb string) bool { return writeVerbs[verb] })
+}
+
+// Reads reads the lists and watches this control plane has completed (a
+// watch once it ended) so far; it needs Options.AuditMembers.
+func (cp *ControlPlane) Reads() ([]Request, error) {
+	return cp.requests(func(verb string) bool { return verb == "list" || verb == "watch" })
+}
+
+// requests reads the requests whose verb matches from the audit log.
+func (cp *ControlPlane) requests(match func(verb string) bool) ([]Request, error) {
 	if cp.auditLog == "" {
 		return nil, fmt.Errorf("control plane %q has no audit log", cp.Name)
 	}
@@ -87,7 +107,7 @@ func (cp *ControlPlane) Writes() ([]Write, error) {
 		return nil, fmt.Errorf("audit log of %q: %w", cp.Name, err)
 	}
 	defer f.Close()
-	var writes []Write
+	var writes []Request
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 	for sc.Scan() {
@@ -95,7 +115,10 @@ func (cp *ControlPlane) Writes() ([]Write, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			continue // a line being written
 		}
-		w := Write{User: e.User.Username, UserAgent: e.UserAgent, Verb: e.Verb, Received: e.RequestReceived, Completed: e.Stage}
+		if !match(e.Verb) {
+			continue
+		}
+		w := Request{User: e.User.Username, UserAgent: e.UserAgent, Verb: e.Verb, URI: e.RequestURI, Received: e.RequestReceived, Completed: e.Stage}
 		if e.ObjectRef != nil {
 			w.Resource, w.Namespace, w.Name = e.ObjectRef.Resource, e.ObjectRef.Namespace, e.ObjectRef.Name
 			if e.ObjectRef.Subresource != "" {

@@ -61,7 +61,8 @@ type Options struct {
 	// BareMembers are members started without any CRD.
 	BareMembers []string
 	// AuditMembers makes every member's API server write an audit log of
-	// the writes it serves (see ControlPlane.Writes).
+	// the writes, lists and watches it serves (see ControlPlane.Writes and
+	// ControlPlane.Reads).
 	AuditMembers bool
 }
 
@@ -108,10 +109,20 @@ func Start(opts Options) (*Fleet, error) {
 // AddMembers starts more members, with the fleet's member CRDs, and returns
 // them. On error, those of them that started keep running until Stop.
 func (f *Fleet) AddMembers(names ...string) ([]*ControlPlane, error) {
+	return f.addMembers(false, names)
+}
+
+// AddAuditedMembers is AddMembers for members whose API servers write an
+// audit log (see ControlPlane.Writes and ControlPlane.Reads).
+func (f *Fleet) AddAuditedMembers(names ...string) ([]*ControlPlane, error) {
+	return f.addMembers(true, names)
+}
+
+func (f *Fleet) addMembers(audit bool, names []string) ([]*ControlPlane, error) {
 	planes := make([]*ControlPlane, len(names))
 	crds := make([][]string, len(names))
 	for i, name := range names {
-		planes[i] = &ControlPlane{Name: name}
+		planes[i] = &ControlPlane{Name: name, audit: audit}
 		crds[i] = f.memberCRDs
 	}
 	f.Members = append(f.Members, planes...)

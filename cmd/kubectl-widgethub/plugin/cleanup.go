@@ -62,7 +62,7 @@ func cleanupMember(ctx context.Context, m *cluster, out io.Writer) error {
 		return err
 	}
 	if len(others) > 0 {
-		fmt.Fprintf(out, "%s: kept the ServiceAccount, ClusterRole, ClusterRoleBinding, admission policy and namespace: "+
+		fmt.Fprintf(out, "%s: kept the ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding, admission policy and namespace: "+
 			"other registrations still hold tokens bound to Secrets in %s (%s); unjoin them first, "+
 			"or delete those Secrets to revoke their tokens\n",
 			m.role, MemberNamespace, strings.Join(others, ", "))

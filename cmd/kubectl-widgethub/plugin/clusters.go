@@ -30,7 +30,9 @@ func clustersCommand(g *globals) *cobra.Command {
 		Short: "List the registered members and their state",
 		Long: `clusters lists the registration Secrets on the hub with the hub's view of
 each member (its MemberCluster status): Ready, the reason, the member's
-Kubernetes version, its number of Widgets, and the address the hub uses.`,
+Kubernetes version, its number of Widgets, and the address the hub uses.
+Members registered by ClusterProfiles follow, their server shown as
+(ClusterProfile): the profile names it, and its credentials are the hub's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return g.clusters(cmd.Context()) },
 	}
@@ -45,10 +47,6 @@ func (g *globals) clusters(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(secrets) == 0 {
-		fmt.Fprintf(g.stderr, "No members registered in namespace %s on the hub.\n", g.registrationNamespace)
-		return nil
-	}
 	status := map[string]*v1alpha1.MemberCluster{}
 	var mcs v1alpha1.MemberClusterList
 	switch err := hub.client.List(ctx, &mcs, client.InNamespace(g.registrationNamespace)); {
@@ -57,30 +55,51 @@ func (g *globals) clusters(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("hub: list MemberClusters in %s: %w", g.registrationNamespace, err)
 	}
+	var profiles []*v1alpha1.MemberCluster
 	for i := range mcs.Items {
-		status[mcs.Items[i].Name] = &mcs.Items[i]
+		mc := &mcs.Items[i]
+		status[mc.Name] = mc
+		if owner := metav1.GetControllerOf(mc); owner != nil && owner.Kind == "ClusterProfile" {
+			profiles = append(profiles, mc)
+		}
+	}
+	if len(secrets) == 0 && len(profiles) == 0 {
+		fmt.Fprintf(g.stderr, "No members registered in namespace %s on the hub.\n", g.registrationNamespace)
+		return nil
 	}
 
 	tw := newTable(g.stdout, "NAME", "READY", "REASON", "VERSION", "WIDGETS", "SERVER", "TOKEN-EXPIRES", "SERVED-BY", "AGE")
 	for _, s := range secrets {
-		ready, reason, version, widgets, servedBy := "Unknown", "-", "-", "-", "-"
-		if mc := status[s.Name]; mc != nil {
-			// The hub replica serving the member, when the hub is sharded.
-			servedBy = cmp.Or(mc.Status.ServedBy, servedBy)
-			if c := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberReady); c != nil {
-				ready, reason = string(c.Status), c.Reason
-			}
-			if mc.Status.KubernetesVersion != "" {
-				version = mc.Status.KubernetesVersion
-			}
-			// A negative count means the hub could not count them.
-			if mc.Status.LastProbeTime != nil && mc.Status.Widgets >= 0 {
-				widgets = strconv.Itoa(int(mc.Status.Widgets))
-			}
-		}
+		ready, reason, version, widgets, servedBy := memberColumns(status[s.Name])
 		row(tw, s.Name, ready, reason, version, widgets, viewKubeconfig(s.Data[kubeconfig.SecretKey]).server, expiryOf(&s), servedBy, age(s.CreationTimestamp))
 	}
+	for _, mc := range profiles {
+		ready, reason, version, widgets, servedBy := memberColumns(mc)
+		row(tw, mc.Name, ready, reason, version, widgets, "(ClusterProfile)", "-", servedBy, age(mc.CreationTimestamp))
+	}
 	return tw.Flush()
+}
+
+// memberColumns are the columns of a member that its MemberCluster (nil:
+// none yet) fills.
+func memberColumns(mc *v1alpha1.MemberCluster) (ready, reason, version, widgets, servedBy string) {
+	ready, reason, version, widgets, servedBy = "Unknown", "-", "-", "-", "-"
+	if mc == nil {
+		return
+	}
+	// The hub replica serving the member, when the hub is sharded.
+	servedBy = cmp.Or(mc.Status.ServedBy, servedBy)
+	if c := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberReady); c != nil {
+		ready, reason = string(c.Status), c.Reason
+	}
+	if mc.Status.KubernetesVersion != "" {
+		version = mc.Status.KubernetesVersion
+	}
+	// A negative count means the hub could not count them.
+	if mc.Status.LastProbeTime != nil && mc.Status.Widgets >= 0 {
+		widgets = strconv.Itoa(int(mc.Status.Widgets))
+	}
+	return
 }
 
 // registrations lists the hub's registration Secrets by name.

@@ -50,17 +50,22 @@ func joinCommand(g *globals) *cobra.Command {
      write only Deployments owned by a Widget, none in kube-system), creates
      the ServiceAccount widgethub-system/widgethub-member, and the ClusterRole
      and ClusterRoleBinding widgethub-member: Widgets and their status,
-     Deployments, Events and API discovery, nothing more;
+     Deployments, Events and API discovery, nothing more; and the Role and
+     RoleBinding widgethub-system/widgethub-member: create a token of that
+     ServiceAccount, of no other;
   3. creates a Secret widgethub-member-token-XXXXX in widgethub-system there
      and mints a token for the ServiceAccount bound to it (TokenRequest API,
-     --token-ttl): deleting that Secret revokes this token and no other;
+     --token-ttl): deleting that Secret revokes this token and every renewal
+     of it, and no other;
   4. creates the registration Secret NAME on the hub: a kubeconfig with that
-     token and the member's CA, labelled widgethub.io/kubeconfig=true;
+     token and the member's CA, labelled widgethub.io/kubeconfig=true and
+     annotated widgethub.io/renew-token=true: the hub renews the token itself
+     before it expires (with the same lifetime, bound to the same Secret);
   5. with --overwrite, then revokes the token of the registration it replaced.
 
-join takes over no ServiceAccount, ClusterRole, ClusterRoleBinding or
-admission policy of those names that it did not create (exit 7) unless
---adopt is given.
+join takes over no ServiceAccount, ClusterRole, ClusterRoleBinding, Role,
+RoleBinding or admission policy of those names that it did not create
+(exit 7) unless --adopt is given.
 
 The hub's manager must reach the member at the kubeconfig's server address.
 For a kind member that address is 127.0.0.1 on your machine, which a pod on
@@ -78,8 +83,8 @@ address inside kind's Docker network) or --server.`,
 	f.StringVar(&o.kind, "kind", "", "The member is a kind cluster: the hub reaches it at https://CLUSTER-control-plane:6443 (CLUSTER from a kind-CLUSTER context, else NAME).")
 	f.Lookup("kind").NoOptDefVal = kindFromContext
 	f.BoolVar(&o.overwrite, "overwrite", false, "Replace an existing registration of NAME.")
-	f.BoolVar(&o.adopt, "adopt", false, "Take over a ServiceAccount, ClusterRole, ClusterRoleBinding or admission policy of join's names that join did not create: join updates it and unjoin --cleanup deletes it.")
-	f.DurationVar(&o.tokenTTL, "token-ttl", DefaultTokenTTL, "Requested lifetime of the hub's token; join again with --overwrite to renew it.")
+	f.BoolVar(&o.adopt, "adopt", false, "Take over a ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding or admission policy of join's names that join did not create: join updates it and unjoin --cleanup deletes it.")
+	f.DurationVar(&o.tokenTTL, "token-ttl", DefaultTokenTTL, "Requested lifetime of the hub's token (at least 10m); the hub renews it, with this lifetime, when half of it is left.")
 	return cmd
 }
 
@@ -213,8 +218,8 @@ func (o *joinOptions) installInMember(ctx context.Context, j *joining) error {
 			return fmt.Errorf("%s: apply %T %s: %w", m.role, obj, obj.GetName(), err)
 		}
 	}
-	fmt.Fprintf(out, "%s: ValidatingAdmissionPolicy and binding %s, ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s applied\n",
-		m.role, MemberAdmissionPolicy, MemberNamespace, MemberServiceAccount, MemberClusterRole)
+	fmt.Fprintf(out, "%s: ValidatingAdmissionPolicy and binding %s, ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s, Role and RoleBinding %s/%s applied\n",
+		m.role, MemberAdmissionPolicy, MemberNamespace, MemberServiceAccount, MemberClusterRole, MemberNamespace, MemberClusterRole)
 	return nil
 }
 
@@ -322,7 +327,7 @@ func (o *joinOptions) registration(ctx context.Context, hub *cluster, name strin
 // the existing one; either names the new token's Secret in an annotation.
 func (o *joinOptions) register(ctx context.Context, j *joining, doc []byte) error {
 	want := kubeconfig.NewSecret(o.registrationNamespace, j.name, doc)
-	want.Annotations = map[string]string{TokenSecretAnnotation: j.tokenSecret}
+	want.Annotations = map[string]string{TokenSecretAnnotation: j.tokenSecret, kubeconfig.RenewTokenAnnotation: "true"}
 	if j.existing == nil {
 		err := j.hub.client.Create(ctx, want)
 		if apierrors.IsAlreadyExists(err) {
@@ -342,6 +347,7 @@ func (o *joinOptions) register(ctx context.Context, j *joining, doc []byte) erro
 	}
 	s.Labels[kubeconfig.SecretLabel] = "true"
 	s.Annotations[TokenSecretAnnotation] = j.tokenSecret
+	s.Annotations[kubeconfig.RenewTokenAnnotation] = "true"
 	s.Data = want.Data
 	if err := j.hub.client.Update(ctx, s); err != nil {
 		return fmt.Errorf("hub: update Secret %s/%s: %w", o.registrationNamespace, j.name, err)

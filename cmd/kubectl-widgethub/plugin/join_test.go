@@ -156,8 +156,11 @@ func TestJoinCreatesLeastPrivilege(t *testing.T) {
 		t.Errorf("ClusterRole rules:\n got %+v\nwant %+v", role.Rules, want)
 	}
 	sa := subjectOfHub()
-	if got := bindingsOf(t, alpha, sa); !slices.Equal(got, []string{"ClusterRoleBinding/" + plugin.MemberClusterRole + "->" + plugin.MemberClusterRole}) {
-		t.Errorf("bindings of the ServiceAccount = %v, want only ClusterRoleBinding/%s", got, plugin.MemberClusterRole)
+	// And the Role that lets it renew its token (renew_test.go), bound once.
+	wantBindings := []string{"ClusterRoleBinding/" + plugin.MemberClusterRole + "->" + plugin.MemberClusterRole,
+		"RoleBinding/" + plugin.MemberNamespace + "/" + plugin.MemberClusterRole + "->" + plugin.MemberClusterRole}
+	if got := bindingsOf(t, alpha, sa); !slices.Equal(got, wantBindings) {
+		t.Errorf("bindings of the ServiceAccount = %v, want only %v", got, wantBindings)
 	}
 
 	checkAccessReviews(t, c)
@@ -196,6 +199,10 @@ func checkAccessReviews(t *testing.T, c client.Client) {
 		{authorizationv1.ResourceAttributes{Verb: "create", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "delete", Resource: "namespaces"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: plugin.MemberNamespace}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: plugin.MemberNamespace, Name: plugin.MemberServiceAccount}, true},
+		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: plugin.MemberNamespace, Name: "default"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: "kube-system", Name: plugin.MemberServiceAccount}, false},
+		{authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: plugin.MemberNamespace}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, false},
 		{authorizationv1.ResourceAttributes{Verb: "update", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, false},
 	} {

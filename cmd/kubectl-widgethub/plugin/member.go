@@ -31,15 +31,20 @@ const (
 	MemberNamespace = "widgethub-system"
 	// MemberServiceAccount is the identity the hub uses in the member.
 	MemberServiceAccount = "widgethub-member"
-	// MemberClusterRole names the ClusterRole and the ClusterRoleBinding.
+	// MemberClusterRole names the ClusterRole and the ClusterRoleBinding, and
+	// the Role and RoleBinding in MemberNamespace.
 	MemberClusterRole = "widgethub-member"
 	// MemberAdmissionPolicy names the ValidatingAdmissionPolicy and its binding.
 	MemberAdmissionPolicy = "widgethub-member"
 	// WidgetCRDName is the Widget CRD's name.
 	WidgetCRDName = "widgets.widgethub.io"
 
-	// DefaultTokenTTL is the requested lifetime of a joined member's token.
-	DefaultTokenTTL = 365 * 24 * time.Hour
+	// DefaultTokenTTL is the requested lifetime of a joined member's token:
+	// the hub renews it when half of it is left (its
+	// --token-renew-remaining), so a failing renewal leaves days to act
+	// before the member goes offline, and a copy of the token works for a
+	// week at most.
+	DefaultTokenTTL = 7 * 24 * time.Hour
 )
 
 // managedBy marks the objects join created, and only those are deleted by
@@ -97,6 +102,21 @@ func MemberRules() ([]rbacv1.PolicyRule, error) {
 	return append(role.Rules, discoveryRule), nil
 }
 
+// MemberTokenRules are the rules of the Role join grants the hub in the
+// member namespace (config/member-rbac/role.yaml, generated from the markers
+// of package clusters): create a token of the ServiceAccount widgethub-member,
+// of no other, so that the hub renews its token itself.
+func MemberTokenRules() ([]rbacv1.PolicyRule, error) {
+	var role rbacv1.Role
+	if err := decodeOne(config.MemberRole, "Role", &role); err != nil {
+		return nil, fmt.Errorf("embedded member role: %w", err)
+	}
+	if role.Namespace != MemberNamespace {
+		return nil, fmt.Errorf("embedded member role: the Role is in namespace %q, want %s", role.Namespace, MemberNamespace)
+	}
+	return role.Rules, nil
+}
+
 // decodeOne decodes the first YAML document of kind from data into into.
 func decodeOne(data []byte, kind string, into any) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
@@ -123,6 +143,10 @@ func memberObjects() ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokenRules, err := MemberTokenRules()
+	if err != nil {
+		return nil, err
+	}
 	policy, binding, err := MemberPolicy()
 	if err != nil {
 		return nil, err
@@ -139,6 +163,12 @@ func memberObjects() ([]client.Object, error) {
 		&rbacv1.ClusterRoleBinding{
 			ObjectMeta: meta(MemberClusterRole, ""),
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: MemberClusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: MemberServiceAccount, Namespace: MemberNamespace}},
+		},
+		&rbacv1.Role{ObjectMeta: meta(MemberClusterRole, MemberNamespace), Rules: tokenRules},
+		&rbacv1.RoleBinding{
+			ObjectMeta: meta(MemberClusterRole, MemberNamespace),
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: MemberClusterRole},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: MemberServiceAccount, Namespace: MemberNamespace}},
 		},
 	}, nil

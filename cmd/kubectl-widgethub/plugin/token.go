@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
@@ -30,7 +31,7 @@ const (
 	TokenSecretLabel = "widgethub.io/member-token"
 	// TokenSecretAnnotation on a registration Secret names the Secret in the
 	// member's widgethub-system namespace that its token is bound to.
-	TokenSecretAnnotation = "widgethub.io/member-token-secret"
+	TokenSecretAnnotation = kubeconfig.TokenSecretAnnotation
 	// registrationAnnotation on a token Secret names, for people, the
 	// registration (namespace/name on the hub) that holds its token.
 	registrationAnnotation = "widgethub.io/registration"
@@ -63,7 +64,7 @@ func createTokenSecret(ctx context.Context, c client.Client, registration string
 func mintToken(ctx context.Context, c client.Client, ttl time.Duration, bound *corev1.Secret) (token string, expires time.Time, err error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: MemberServiceAccount, Namespace: MemberNamespace}}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr.To(int64(ttl.Seconds())),
+		ExpirationSeconds: ptr.To(clusters.TokenRequestSeconds(ttl)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bound.Name, UID: bound.UID},
 	}}
 	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/providers/members"
 )
 
 var (
@@ -214,7 +215,7 @@ func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 	w3, l3 := watchesOf(t, d)
 	// One engagement per interval at most, each watching two kinds (and
 	// listing them when watch-list is not in use), plus the first.
-	limit := 2 * (window/kubeconfig.DefaultMinReengageInterval + 2)
+	limit := 2 * (window/members.DefaultMinReengageInterval + 2)
 	t.Logf("kubeconfig churn for %s: %v watches and %v lists of Widgets and Deployments (limit %d)", window, w3-w2, l3-l2, limit)
 	if w3-w2 > float64(limit) || l3-l2 > float64(limit)+2*float64(window/(5*time.Second)+2) {
 		t.Errorf("%v watches and %v lists in %s of churn; the bound is %d engagements' worth", w3-w2, l3-l2, window, limit)

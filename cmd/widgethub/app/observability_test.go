@@ -246,7 +246,7 @@ func TestAlertRulesAreComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"WidgethubMemberNotReady", "WidgethubMemberReconcileErrors", "WidgethubQueueBacklogGrowing",
+	want := []string{"WidgethubMemberNotReady", "WidgethubMemberCredentialsExpiring", "WidgethubMemberReconcileErrors", "WidgethubQueueBacklogGrowing",
 		"WidgethubNoServingReplica", "WidgethubMembersNotServed"}
 	var alerts []string
 	for _, g := range rule.Spec.Groups {

@@ -18,7 +18,9 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/providers/clusterprofile"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/providers/members"
 	"github.com/widgethub/widgethub/providers/sharding"
 	"github.com/widgethub/widgethub/reconcilers/controller"
 	"github.com/widgethub/widgethub/reconcilers/widget"
@@ -66,26 +68,41 @@ type Options struct {
 	Sharding bool
 	// ReplicaID names this replica among the sharded replicas: its Pod's name.
 	ReplicaID string
+	// TokenRenewRemaining is the fraction of its lifetime a member token
+	// that join minted has left when the hub renews it.
+	TokenRenewRemaining float64
+	// CredentialsExpiryWarning is how long before a token the hub does not
+	// renew expires its MemberCluster shows CredentialsExpiring.
+	CredentialsExpiryWarning time.Duration
+	// ClusterProfileProviderFile is the administrator's access provider
+	// file (sigs.k8s.io/cluster-inventory-api pkg/access); empty, members
+	// are not registered by ClusterProfiles.
+	ClusterProfileProviderFile string
+	// ClusterProfileNamespace holds the ClusterProfiles that register
+	// members; empty means RegistrationNamespace.
+	ClusterProfileNamespace string
 }
 
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		RegistrationNamespace:   kubeconfig.DefaultNamespace,
-		MetricsBindAddress:      ":8080",
-		MetricsSecure:           true,
-		HealthProbeBindAddress:  ":8081",
-		LeaderElection:          true,
-		MemberQPS:               clusters.DefaultQPS,
-		MemberBurst:             clusters.DefaultBurst,
-		MemberSyncTimeout:       kubeconfig.DefaultSyncTimeout,
-		MemberRequestTimeout:    clusters.DefaultRequestTimeout,
-		MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
-		ProbeInterval:           kubeconfig.DefaultProbeInterval,
-		ProbeTimeout:            kubeconfig.DefaultProbeTimeout,
-		ProbeFailureThreshold:   kubeconfig.DefaultFailureThreshold,
-		GracefulShutdownTimeout: 30 * time.Second,
-		ReplicaID:               hostname(),
+		RegistrationNamespace:    kubeconfig.DefaultNamespace,
+		MetricsBindAddress:       ":8080",
+		MetricsSecure:            true,
+		HealthProbeBindAddress:   ":8081",
+		LeaderElection:           true,
+		MemberQPS:                clusters.DefaultQPS,
+		MemberBurst:              clusters.DefaultBurst,
+		MemberSyncTimeout:        members.DefaultSyncTimeout,
+		MemberRequestTimeout:     clusters.DefaultRequestTimeout,
+		MaxConcurrentReconciles:  DefaultMaxConcurrentReconciles,
+		ProbeInterval:            members.DefaultProbeInterval,
+		ProbeTimeout:             members.DefaultProbeTimeout,
+		ProbeFailureThreshold:    members.DefaultFailureThreshold,
+		GracefulShutdownTimeout:  30 * time.Second,
+		ReplicaID:                hostname(),
+		TokenRenewRemaining:      members.DefaultRenewRemaining,
+		CredentialsExpiryWarning: v1alpha1.TokenExpiryWarning,
 	}
 }
 
@@ -131,8 +148,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Allow registration kubeconfigs with exec or auth-provider sections (they run programs inside the hub).")
 	fs.BoolVar(&o.AllowInsecureMembers, "allow-insecure-members", o.AllowInsecureMembers,
 		"Allow registration kubeconfigs that skip TLS verification (insecure-skip-tls-verify) or use an http:// server.")
+	fs.StringVar(&o.ClusterProfileProviderFile, "clusterprofile-provider-file", o.ClusterProfileProviderFile,
+		"Access provider file (JSON, cluster-inventory-api's format) that lets ClusterProfiles register members: each names the exec plugin that gets a member's credentials; empty, ClusterProfiles are not read.")
+	fs.StringVar(&o.ClusterProfileNamespace, "clusterprofile-namespace", o.ClusterProfileNamespace,
+		"Namespace on the hub whose ClusterProfiles register members (with --clusterprofile-provider-file); empty means --registration-namespace.")
 	fs.BoolVar(&o.AllowLinkLocalMembers, "allow-link-local-members", o.AllowLinkLocalMembers,
 		"Allow connections to members at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, ...).")
+	fs.Float64Var(&o.TokenRenewRemaining, "token-renew-remaining", o.TokenRenewRemaining,
+		"Fraction of its lifetime a member token minted by kubectl widgethub join has left when the hub renews it (between 0 and 1).")
+	fs.DurationVar(&o.CredentialsExpiryWarning, "credentials-expiry-warning", o.CredentialsExpiryWarning,
+		"How long before a member token the hub does not renew expires the MemberCluster shows CredentialsExpiring.")
 }
 
 // Leader election and hub Events (leader election records its "became leader"
@@ -143,6 +168,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // New builds the hub manager for the hub at cfg with every controller registered.
 func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
+	if r := opts.TokenRenewRemaining; r <= 0 || r >= 1 {
+		return nil, fmt.Errorf("--token-renew-remaining %v: want a fraction between 0 and 1", r)
+	}
 	scheme := clusters.NewScheme()
 	userAgent := "widgethub"
 	var shards *sharding.Options
@@ -155,18 +183,35 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		opts.LeaderElection = false
 		userAgent += "/" + opts.ReplicaID
 	}
-	provider := kubeconfig.New(kubeconfig.Options{
-		Namespace: opts.RegistrationNamespace,
-		Scheme:    scheme,
-		Config: clusters.ConfigOptions{
-			QPS:                    float32(opts.MemberQPS),
-			Burst:                  opts.MemberBurst,
-			AllowCredentialPlugins: opts.AllowCredentialPlugins,
-			AllowInsecure:          opts.AllowInsecureMembers,
-			AllowLinkLocal:         opts.AllowLinkLocalMembers,
-			UserAgent:              userAgent,
-			RequestTimeout:         opts.MemberRequestTimeout,
-		},
+	memberConfig := clusters.ConfigOptions{
+		QPS:                    float32(opts.MemberQPS),
+		Burst:                  opts.MemberBurst,
+		AllowCredentialPlugins: opts.AllowCredentialPlugins,
+		AllowInsecure:          opts.AllowInsecureMembers,
+		AllowLinkLocal:         opts.AllowLinkLocalMembers,
+		UserAgent:              userAgent,
+		RequestTimeout:         opts.MemberRequestTimeout,
+	}
+	var profiles *clusterprofile.Options
+	if opts.ClusterProfileProviderFile != "" {
+		if opts.Sharding {
+			return nil, errors.New("--clusterprofile-provider-file: ClusterProfiles are not served by a sharded hub (--sharding)")
+		}
+		access, err := clusterprofile.LoadProviderFile(opts.ClusterProfileProviderFile)
+		if err != nil {
+			return nil, err
+		}
+		profiles = &clusterprofile.Options{Namespace: opts.ClusterProfileNamespace, Access: access, Config: memberConfig}
+		if profiles.Namespace == "" {
+			profiles.Namespace = opts.RegistrationNamespace
+		}
+		if err := clusterprofile.AddToScheme(scheme); err != nil {
+			return nil, err
+		}
+	}
+	provider := members.New(members.Options{
+		Namespace:      opts.RegistrationNamespace,
+		Scheme:         scheme,
 		SyncTimeout:    opts.MemberSyncTimeout,
 		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
 		// A member's cache holds only the Deployments widgethub manages.
@@ -175,7 +220,12 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		ProbeTimeout:     opts.ProbeTimeout,
 		FailureThreshold: opts.ProbeFailureThreshold,
 		Sharding:         shards,
+		Renewal:          members.RenewalOptions{Remaining: opts.TokenRenewRemaining, ExpiryWarning: opts.CredentialsExpiryWarning},
 	})
+	hubCache := kubeconfig.SecretCacheOptions(opts.RegistrationNamespace)
+	if profiles != nil {
+		hubCache = clusterprofile.CacheOptions(hubCache, profiles.Namespace)
+	}
 	metrics, err := metricsOptions(opts)
 	if err != nil {
 		return nil, err
@@ -183,7 +233,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	shutdown := opts.GracefulShutdownTimeout
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                  scheme,
-		Cache:                   kubeconfig.SecretCacheOptions(opts.RegistrationNamespace),
+		Cache:                   hubCache,
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		LeaderElection:          opts.LeaderElection,
@@ -204,8 +254,16 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add readyz check: %w", err)
 	}
-	if err := provider.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("set up kubeconfig provider: %w", err)
+	// The kubeconfig Secrets register first: a member name that a
+	// ClusterProfile claims too stays the Secret's.
+	hub := mgr.GetLocalManager().GetClient()
+	if err := provider.Register(mgr, kubeconfig.New(opts.RegistrationNamespace, memberConfig, hub)); err != nil {
+		return nil, fmt.Errorf("set up the kubeconfig Secret registrations: %w", err)
+	}
+	if profiles != nil {
+		if err := provider.Register(mgr, clusterprofile.New(*profiles, hub)); err != nil {
+			return nil, fmt.Errorf("set up the ClusterProfile registrations: %w", err)
+		}
 	}
 	widgets := &widget.Reconciler{
 		MaxConcurrentReconciles:          opts.MaxConcurrentReconciles,

@@ -242,6 +242,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		"widgethub_member_reconciles_total":                     "counter",
 		"widgethub_member_reconcile_errors_total":               "counter",
 		"widgethub_member_events_dropped_total":                 "counter",
+		"widgethub_member_credentials_expiring":                 "gauge",
 		"widgethub_registrations":                               "gauge",
 		"widgethub_workqueue_member_depth":                      "gauge",
 		"widgethub_workqueue_member_in_flight":                  "gauge",

@@ -72,5 +72,7 @@ func managerOptions() app.Options {
 	opts.MetricsBindAddress = "0"
 	opts.HealthProbeBindAddress = "0"
 	opts.MemberSyncTimeout = 10 * time.Second
+	// Renewals within seconds of a 10-minute token (renew_test.go).
+	opts.TokenRenewRemaining = renewRemaining
 	return opts
 }

@@ -224,8 +224,8 @@ func TestExpiringTokenIsReported(t *testing.T) {
 	g.Expect(mc.Status.TokenExpiry).NotTo(BeNil())
 	// serviceAccountToken asks for an hour.
 	g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("~", minted.Add(time.Hour), time.Minute))
-	expiring := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberTokenExpiring)
+	expiring := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberCredentialsExpiring)
 	g.Expect(expiring).NotTo(BeNil())
 	g.Expect(expiring.Status).To(Equal(metav1.ConditionTrue))
-	g.Expect(expiring.Reason).To(Equal(v1alpha1.MemberTokenExpiresSoonReason))
+	g.Expect(expiring.Reason).To(Equal(v1alpha1.MemberCredentialsExpiresSoonReason))
 }

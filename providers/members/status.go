@@ -1,4 +1,4 @@
-package kubeconfig
+package members
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
@@ -22,10 +23,11 @@ import (
 // that, and a write per probe would load the hub for no news.
 const probeRefresh = time.Minute
 
-// recordStatus writes what obs saw into the MemberCluster owned by secret,
-// records a hub Event on the Secret when Ready changes, and sets the metrics.
-func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs observation) error {
-	name := secret.Name
+// recordStatus writes what obs saw into the MemberCluster owned by the
+// registering object owner, records a hub Event on owner when Ready changes,
+// and sets the metrics.
+func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs observation) error {
+	name := owner.GetName()
 	ready := 0.0
 	if obs.ready {
 		ready = 1
@@ -38,7 +40,7 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 	mc := obs.written
 	if mc == nil {
 		var err error
-		if mc, err = p.memberCluster(ctx, secret, true); err != nil {
+		if mc, err = p.memberCluster(ctx, owner, true); err != nil {
 			return err
 		}
 	}
@@ -68,7 +70,9 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 	if obs.widgets >= 0 {
 		status.Widgets = obs.widgets
 	}
-	setTokenExpiry(&status, obs.tokenExpiry, time.Now())
+	expiring := setCredentialsExpiring(&status, obs.tokenExpiry, obs.renewal, p.opts.Renewal.ExpiryWarning, time.Now())
+	recordCredentials(name, obs.tokenExpiry, expiring)
+	p.setNameConflict(&status, name)
 	status.ServedBy = p.servedBy()
 	now := metav1.Now()
 	lastProbe := status.LastProbeTime
@@ -87,33 +91,46 @@ func (p *Provider) recordStatus(ctx context.Context, secret *corev1.Secret, obs 
 		if !obs.ready {
 			eventType = corev1.EventTypeWarning
 		}
-		p.recorder.Eventf(secret, nil, eventType, obs.reason, "Probe", "%s", cond.Message)
+		p.recorder.Eventf(owner, nil, eventType, obs.reason, "Probe", "%s", cond.Message)
 	}
 	return nil
 }
 
-// memberCluster returns the MemberCluster of secret from the hub's cache;
-// when there is none, it creates it (owned by the Secret) if create is set,
-// else it returns nil.
-func (p *Provider) memberCluster(ctx context.Context, secret *corev1.Secret, create bool) (*v1alpha1.MemberCluster, error) {
+// memberCluster returns the MemberCluster of owner, the registering object,
+// from the hub's cache; when there is none, it creates it (owned by owner)
+// if create is set, else it returns nil.
+func (p *Provider) memberCluster(ctx context.Context, owner client.Object, create bool) (*v1alpha1.MemberCluster, error) {
+	name := owner.GetName()
 	mc := &v1alpha1.MemberCluster{}
-	err := p.hub.Get(ctx, client.ObjectKeyFromObject(secret), mc)
+	err := p.hub.Get(ctx, client.ObjectKeyFromObject(owner), mc)
 	switch {
 	case apierrors.IsNotFound(err) && create:
-		mc = &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: secret.Name, Namespace: secret.Namespace}}
-		if err := controllerutil.SetControllerReference(secret, mc, p.hub.Scheme()); err != nil {
-			return nil, fmt.Errorf("own MemberCluster %s: %w", secret.Name, err)
+		mc = &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: owner.GetNamespace()}}
+		if err := controllerutil.SetControllerReference(owner, mc, p.hub.Scheme()); err != nil {
+			return nil, fmt.Errorf("own MemberCluster %s: %w", name, err)
 		}
 		if err := p.hub.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("create MemberCluster %s: %w", secret.Name, err)
+			return nil, fmt.Errorf("create MemberCluster %s: %w", name, err)
 		}
 		return mc, nil
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("get MemberCluster %s: %w", secret.Name, err)
+		return nil, fmt.Errorf("get MemberCluster %s: %w", name, err)
 	}
 	return mc, nil
+}
+
+// setNameConflict shows on the MemberCluster of the member called name
+// whether another registration claims that name too and waits for it.
+func (p *Provider) setNameConflict(status *v1alpha1.MemberClusterStatus, name string) {
+	loser, ok := p.conflict(multicluster.ClusterName(name))
+	if !ok {
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.MemberNameConflict)
+		return
+	}
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.MemberNameConflict, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.MemberNameConflictReason, Message: loser.String() + " registers a member of the same name; this registration keeps it"})
 }
 
 // stalledReasons are the Ready reasons of a member that cannot be engaged,
@@ -126,6 +143,7 @@ var stalledReasons = map[string]bool{
 	v1alpha1.MemberForbiddenReason:         true,
 	v1alpha1.MemberWidgetCRDMissingReason:  true,
 	v1alpha1.MemberDegradedReason:          true,
+	v1alpha1.MemberNoAccessProviderReason:  true,
 }
 
 // setProgress sets the kstatus conditions of a member whose Ready condition
@@ -145,15 +163,15 @@ func setProgress(conditions *[]metav1.Condition, ready bool, reason, message str
 	meta.RemoveStatusCondition(conditions, other)
 }
 
-// recordEngaging shows that the hub is engaging the member of secret with a
-// kubeconfig it has not engaged before (changed is set when it replaces the
+// recordEngaging shows that the hub is engaging the member of the
+// registering object owner with a registration it has not engaged before (changed is set when it replaces the
 // one of an engaged or parked member): Reconciling with reason Engaging,
 // Ready as it was. It writes nothing when the MemberCluster shows the
 // outcome of an earlier attempt with this kubeconfig, so that retrying a
 // member that is unreachable or lacks the Widget CRD costs no extra write.
 // It returns the MemberCluster as written, nil when it wrote nothing.
-func (p *Provider) recordEngaging(ctx context.Context, secret *corev1.Secret, changed bool) (*v1alpha1.MemberCluster, error) {
-	mc, err := p.memberCluster(ctx, secret, false)
+func (p *Provider) recordEngaging(ctx context.Context, owner client.Object, changed bool) (*v1alpha1.MemberCluster, error) {
+	mc, err := p.memberCluster(ctx, owner, false)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +179,7 @@ func (p *Provider) recordEngaging(ctx context.Context, secret *corev1.Secret, ch
 		return nil, nil
 	}
 	if mc == nil {
-		if mc, err = p.memberCluster(ctx, secret, true); err != nil {
+		if mc, err = p.memberCluster(ctx, owner, true); err != nil {
 			return nil, err
 		}
 	}
@@ -171,7 +189,7 @@ func (p *Provider) recordEngaging(ctx context.Context, secret *corev1.Secret, ch
 	meta.RemoveStatusCondition(&mc.Status.Conditions, v1alpha1.MemberStalled)
 	mc.Status.ServedBy = p.servedBy()
 	if err := p.hub.Status().Patch(ctx, mc, patch); err != nil {
-		return nil, fmt.Errorf("patch MemberCluster %s status: %w", secret.Name, err)
+		return nil, fmt.Errorf("patch MemberCluster %s status: %w", owner.GetName(), err)
 	}
 	return mc, nil
 }
@@ -185,7 +203,8 @@ func firstAttempt(mc *v1alpha1.MemberCluster) bool {
 		return true
 	}
 	switch ready.Reason {
-	case v1alpha1.MemberInvalidKubeconfigReason, v1alpha1.MemberExecPluginRefusedReason, v1alpha1.MemberUnsafeKubeconfigReason:
+	case v1alpha1.MemberInvalidKubeconfigReason, v1alpha1.MemberExecPluginRefusedReason, v1alpha1.MemberUnsafeKubeconfigReason,
+		v1alpha1.MemberNoAccessProviderReason:
 		return true
 	}
 	return false
@@ -195,26 +214,4 @@ func firstAttempt(mc *v1alpha1.MemberCluster) bool {
 func readyDiffers(mc *v1alpha1.MemberCluster, cond metav1.Condition) bool {
 	before := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberReady)
 	return before == nil || before.Status != cond.Status || before.Reason != cond.Reason
-}
-
-// setTokenExpiry records when the registration's token expires and whether
-// that is within v1alpha1.TokenExpiryWarning of now.
-func setTokenExpiry(status *v1alpha1.MemberClusterStatus, expiry, now time.Time) {
-	if expiry.IsZero() {
-		status.TokenExpiry = nil
-		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.MemberTokenExpiring)
-		return
-	}
-	status.TokenExpiry = &metav1.Time{Time: expiry}
-	cond := metav1.Condition{Type: v1alpha1.MemberTokenExpiring, Status: metav1.ConditionFalse, Reason: v1alpha1.MemberTokenValidReason,
-		Message: "the token expires at " + expiry.UTC().Format(time.RFC3339)}
-	switch left := expiry.Sub(now); {
-	case left <= 0:
-		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.MemberTokenExpiresSoonReason
-		cond.Message = "the token expired at " + expiry.UTC().Format(time.RFC3339) + "; renew it with kubectl widgethub join --overwrite"
-	case left < v1alpha1.TokenExpiryWarning:
-		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.MemberTokenExpiresSoonReason
-		cond.Message += "; renew it with kubectl widgethub join --overwrite"
-	}
-	meta.SetStatusCondition(&status.Conditions, cond)
 }

@@ -1,4 +1,4 @@
-package kubeconfig
+package members
 
 import (
 	"context"
@@ -7,21 +7,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// registrations serves widgethub_registrations: the registration Secrets
-// on the hub, counted from the hub cache at each scrape by the running
-// providers. It is served only while a provider runs: on the leader without
+// registrations serves widgethub_registrations: the registrations on the
+// hub (Secrets and ClusterProfiles), counted from the hub cache at each
+// scrape by the running providers. It is served only while a provider runs: on the leader without
 // sharding, on every replica with it. Compared with the members some replica
 // serves (their widgethub_member_ready series), it tells whether every
 // registered member is served; its absence, that no replica serves any.
 var registrations = &registrationCollector{
 	providers: map[*Provider]struct{}{},
 	desc: prometheus.NewDesc("widgethub_registrations",
-		"Registration Secrets on the hub, served by the replicas that serve members (the leader, or every replica when sharded).", nil, nil),
+		"Registrations on the hub (kubeconfig Secrets and ClusterProfiles), served by the replicas that serve members (the leader, or every replica when sharded).", nil, nil),
 }
 
 // countTimeout bounds the count at a scrape (the hub cache answers at once
@@ -81,18 +79,18 @@ func (c *registrationCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(total))
 }
 
-// countRegistrations counts the registration Secrets in the hub cache, as
-// Reconcile sees them: labelled and not being deleted.
+// countRegistrations counts the registrations of every source in the hub
+// cache, as reconcile sees them: a member name two of them claim counts once.
 func (p *Provider) countRegistrations(ctx context.Context) (int, error) {
-	list := &corev1.SecretList{}
-	if err := p.hub.List(ctx, list, client.InNamespace(p.opts.Namespace), client.MatchingLabels{SecretLabel: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("count the registrations: %w", err)
-	}
-	n := 0
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp.IsZero() {
-			n++
+	names := map[string]bool{}
+	for _, sc := range p.sources {
+		list, err := sc.List(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("count the %s registrations: %w", sc.Kind(), err)
+		}
+		for _, r := range list {
+			names[r.Owner.GetName()] = true
 		}
 	}
-	return n, nil
+	return len(names), nil
 }

@@ -1,4 +1,4 @@
-package kubeconfig
+package members
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -70,16 +69,16 @@ func (p *Provider) startSharded(ctx context.Context) error {
 	return nil
 }
 
-// serve decides whether this replica serves the member of secret. It hands
+// serve decides whether this replica serves the member of reg. It hands
 // the member over when another replica owns it (or when this replica's term
 // changed since it was engaged), and takes the member's fence when this one
 // owns it. It returns the term to engage in, or done with how the reconcile
 // ends.
-func (p *Provider) serve(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret, log logr.Logger) (
+func (p *Provider) serve(ctx context.Context, name multicluster.ClusterName, reg *Registration, log logr.Logger) (
 	term uint64, done bool, result reconcile.Result, err error) {
 	shards := p.shards
 	me := shards.ReplicaID()
-	owner, err := p.owner(ctx, name, secret)
+	owner, err := p.owner(ctx, name, reg)
 	if err != nil {
 		return 0, true, reconcile.Result{}, err
 	}
@@ -94,7 +93,7 @@ func (p *Provider) serve(ctx context.Context, name multicluster.ClusterName, sec
 			return 0, true, reconcile.Result{}, nil
 		}
 	}
-	term, err = shards.Acquire(ctx, string(name), secret)
+	term, err = shards.Acquire(ctx, string(name), reg.Owner)
 	var held *sharding.HeldError
 	switch {
 	case errors.As(err, &held):
@@ -192,34 +191,31 @@ type assignment struct {
 	owners map[string]string
 }
 
-// owner is the replica that serves the member of secret (nil: the Secret is
-// gone). The assignment is computed again when the live replicas or the
+// owner is the replica that serves the member of reg (nil: the registration
+// is gone). The assignment is computed again when the live replicas or the
 // registrations changed since the last one; the members it moves are
 // reconciled, so that they are handed over.
-func (p *Provider) owner(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret) (string, error) {
+func (p *Provider) owner(ctx context.Context, name multicluster.ClusterName, reg *Registration) (string, error) {
 	live := p.shards.Live()
 	p.assignMu.Lock()
 	defer p.assignMu.Unlock()
 	a := p.assigned
-	pin, registered := "", secret != nil
+	pin, registered := "", reg != nil
 	if registered {
-		pin = secret.Annotations[sharding.PinAnnotation]
+		pin = reg.Pin
 	}
 	if a != nil && slices.Equal(a.live, live) {
 		if was, ok := a.pins[string(name)]; ok == registered && was == pin {
 			return a.owners[string(name)], nil
 		}
 	}
-	list := &corev1.SecretList{}
-	if err := p.hub.List(ctx, list, client.InNamespace(p.opts.Namespace), client.MatchingLabels{SecretLabel: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	list, err := p.sources[0].List(ctx)
+	if err != nil {
 		return "", fmt.Errorf("list the registrations to share them among replicas: %w", err)
 	}
 	next := &assignment{live: live, pins: map[string]string{}}
-	for i := range list.Items {
-		s := &list.Items[i]
-		if s.DeletionTimestamp.IsZero() {
-			next.pins[s.Name] = s.Annotations[sharding.PinAnnotation]
-		}
+	for _, r := range list {
+		next.pins[r.Owner.GetName()] = r.Pin
 	}
 	if registered {
 		next.pins[string(name)] = pin // the cache may be a moment behind this reconcile
@@ -267,17 +263,17 @@ func (p *Provider) wake(reqs []reconcile.Request) {
 	}
 }
 
-// allRegistrations lists every registration Secret, for a change of the
-// live replicas.
+// allRegistrations lists every registration, for a change of the live
+// replicas.
 func (p *Provider) allRegistrations(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &corev1.SecretList{}
-	if err := p.hub.List(ctx, list, client.InNamespace(p.opts.Namespace), client.MatchingLabels{SecretLabel: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	list, err := p.sources[0].List(ctx)
+	if err != nil {
 		p.log.Error(err, "Could not list the registrations after the live replicas changed")
 		return nil
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	reqs := make([]reconcile.Request, len(list))
+	for i := range list {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(list[i].Owner)}
 	}
 	return reqs
 }

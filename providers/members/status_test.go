@@ -1,4 +1,4 @@
-package kubeconfig
+package members
 
 import (
 	"testing"
@@ -13,36 +13,53 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 )
 
-func TestSetTokenExpiry(t *testing.T) {
+// CredentialsExpiring warns of a token the hub does not renew from the
+// warning window on, and of one it renews only while its renewal fails.
+func TestSetCredentialsExpiring(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	day := 24 * time.Hour
+	warning := v1alpha1.TokenExpiryWarning
+	renewable := credentials{renewable: true, renewAt: now.Add(-time.Hour)}
+	failing := credentials{renewable: true, renewAt: now.Add(-time.Hour), failure: "the member answered 403 Forbidden"}
 	for _, tc := range []struct {
 		name       string
 		expiry     time.Time
+		creds      credentials
 		wantStatus metav1.ConditionStatus // "" means no condition
 		wantReason string
 	}{
-		{"unknown", time.Time{}, "", ""},
-		{"a year left", now.Add(365 * day), metav1.ConditionFalse, v1alpha1.MemberTokenValidReason},
-		{"just over the warning", now.Add(v1alpha1.TokenExpiryWarning + time.Second), metav1.ConditionFalse, v1alpha1.MemberTokenValidReason},
-		{"just under the warning", now.Add(v1alpha1.TokenExpiryWarning - time.Second), metav1.ConditionTrue, v1alpha1.MemberTokenExpiresSoonReason},
-		{"an hour left", now.Add(time.Hour), metav1.ConditionTrue, v1alpha1.MemberTokenExpiresSoonReason},
-		{"expired", now.Add(-time.Hour), metav1.ConditionTrue, v1alpha1.MemberTokenExpiresSoonReason},
+		{"unknown", time.Time{}, credentials{}, "", ""},
+		{"unknown, renewable", time.Time{}, failing, "", ""},
+		{"a year left", now.Add(365 * day), credentials{}, metav1.ConditionFalse, v1alpha1.MemberCredentialsValidReason},
+		{"just over the warning", now.Add(warning + time.Second), credentials{}, metav1.ConditionFalse, v1alpha1.MemberCredentialsValidReason},
+		{"just under the warning", now.Add(warning - time.Second), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason},
+		{"an hour left", now.Add(time.Hour), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason},
+		{"expired", now.Add(-time.Hour), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason},
+		{"renewable, an hour left", now.Add(time.Hour), renewable, metav1.ConditionFalse, v1alpha1.MemberCredentialsRenewableReason},
+		{"renewable, renewal failing", now.Add(3 * day), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A condition and expiry from an earlier token are replaced.
+			// A condition and expiry from an earlier token are replaced,
+			// and the condition CredentialsExpiring replaced is removed.
 			status := v1alpha1.MemberClusterStatus{TokenExpiry: &metav1.Time{Time: now.Add(-99 * day)}}
-			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.MemberTokenExpiring, Status: metav1.ConditionUnknown, Reason: "Old"})
-			setTokenExpiry(&status, tc.expiry, now)
-			cond := meta.FindStatusCondition(status.Conditions, v1alpha1.MemberTokenExpiring)
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.MemberCredentialsExpiring, Status: metav1.ConditionUnknown, Reason: "Old"})
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: "TokenExpiring", Status: metav1.ConditionTrue, Reason: "ExpiresSoon"})
+			expiring := setCredentialsExpiring(&status, tc.expiry, tc.creds, warning, now)
+			if meta.FindStatusCondition(status.Conditions, "TokenExpiring") != nil {
+				t.Errorf("the legacy TokenExpiring condition is left")
+			}
+			cond := meta.FindStatusCondition(status.Conditions, v1alpha1.MemberCredentialsExpiring)
 			if tc.wantStatus == "" {
-				if cond != nil || status.TokenExpiry != nil {
-					t.Fatalf("unknown expiry left %+v and %v", cond, status.TokenExpiry)
+				if cond != nil || status.TokenExpiry != nil || expiring {
+					t.Fatalf("unknown expiry left %+v and %v (expiring %v)", cond, status.TokenExpiry, expiring)
 				}
 				return
 			}
 			if cond == nil || cond.Status != tc.wantStatus || cond.Reason != tc.wantReason {
 				t.Fatalf("condition %+v, want %s/%s", cond, tc.wantStatus, tc.wantReason)
+			}
+			if expiring != (tc.wantStatus == metav1.ConditionTrue) {
+				t.Errorf("returned %v with condition %s", expiring, cond.Status)
 			}
 			if status.TokenExpiry == nil || !status.TokenExpiry.Time.Equal(tc.expiry) {
 				t.Fatalf("tokenExpiry %v, want %v", status.TokenExpiry, tc.expiry)

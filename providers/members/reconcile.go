@@ -1,4 +1,4 @@
-package kubeconfig
+package members
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +30,8 @@ type observation struct {
 	widgets int32
 	// tokenExpiry is the exp of the kubeconfig's token; zero when unknown.
 	tokenExpiry time.Time
+	// renewal is how the token's renewal stands (renew.go).
+	renewal credentials
 	// written is the MemberCluster as this reconcile last wrote it, if it
 	// did (recordEngaging): the hub's cache may not show that write yet.
 	written *v1alpha1.MemberCluster
@@ -38,27 +39,33 @@ type observation struct {
 	err     error
 }
 
-// Reconcile engages, re-engages, probes or disengages the member of one
-// Secret, and records what it saw in the MemberCluster of the same name.
-func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// reconcile engages, re-engages, probes or disengages the member of one
+// registration of sc, and records what it saw in the MemberCluster of the
+// same name.
+func (p *Provider) reconcile(ctx context.Context, sc *sourceController, req reconcile.Request) (reconcile.Result, error) {
 	name := multicluster.ClusterName(req.Name)
-	log := p.log.WithValues("cluster", name, "secret", req.NamespacedName)
+	log := sc.log.WithValues("cluster", name, "registration", req.NamespacedName)
 	select {
 	case <-p.started:
 	case <-ctx.Done():
 		return reconcile.Result{}, ctx.Err()
 	}
 
-	secret := &corev1.Secret{}
-	err := p.hub.Get(ctx, req.NamespacedName, secret)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("get registration Secret %s: %w", req.NamespacedName, err)
+	reg, err := sc.Registration(ctx, req.NamespacedName)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("get the %s registration %s: %w", sc.Kind(), req.NamespacedName, err)
 	}
-	if err != nil || !secret.DeletionTimestamp.IsZero() {
-		// Gone from the cache: deleted, being deleted, or no longer labelled.
+	me := claim{source: sc, key: req.NamespacedName}
+	if reg == nil {
+		// Gone from the cache: deleted, being deleted, or no longer a
+		// registration. Only the registration that held the name stops the
+		// member and deletes the MemberCluster.
+		if !p.unclaim(name, me) {
+			return reconcile.Result{}, nil
+		}
 		// The MemberCluster goes too; the garbage collector would remove it
 		// with a deleted Secret, but not with one that lost its label.
-		p.disengage(name, log, "registration Secret is gone")
+		p.disengage(name, log, "registration is gone")
 		clusters.ForgetMetrics(string(name))
 		defer p.countOwned()
 		if shards := p.shards; shards != nil {
@@ -79,9 +86,11 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 				}
 			}
 		}
-		if err := p.hub.Delete(ctx, mc); client.IgnoreNotFound(err) != nil {
-			return reconcile.Result{}, fmt.Errorf("delete MemberCluster %s: %w", req.NamespacedName, err)
-		}
+		return reconcile.Result{}, p.deleteMemberCluster(ctx, me)
+	}
+	if holder, ok := p.claimFor(ctx, name, me, reg, log); !ok {
+		// Another registration keeps the name; this one waits for it to go.
+		log.V(1).Info("Another registration holds the member name", "holder", holder.String())
 		return reconcile.Result{}, nil
 	}
 	var term uint64
@@ -89,11 +98,12 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		defer p.countOwned()
 		var done bool
 		var result reconcile.Result
-		if term, done, result, err = p.serve(ctx, name, secret, log); done {
+		if term, done, result, err = p.serve(ctx, name, reg, log); done {
 			return result, err
 		}
 	}
-	hash := sha256.Sum256(secret.Data[SecretKey])
+	hash := reg.Hash
+	reg.kind = sc.Kind()
 	p.mu.RLock()
 	current, parked := p.members[name], p.parked[name]
 	p.mu.RUnlock()
@@ -104,27 +114,20 @@ func (p *Provider) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
-	obs := p.observe(ctx, name, secret, engagement{hash: hash, term: term}, current, parked, log)
-	if err := p.recordStatus(ctx, secret, obs); err != nil {
+	obs := p.observe(ctx, name, reg, engagement{hash: hash, term: term}, current, parked, log)
+	p.renewToken(ctx, name, reg, &obs, log)
+	if err := p.recordStatus(ctx, reg.Owner, obs); err != nil {
 		return reconcile.Result{}, errors.Join(obs.err, err)
 	}
 	return obs.result, obs.err
 }
 
-// observe acts on the Secret's kubeconfig given the member's current
-// engagement or parking, if any; next holds the kubeconfig's SHA-256 and the
-// sharding term to engage the member in.
-func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, secret *corev1.Secret, next engagement,
+// observe acts on the registration given the member's current engagement
+// or parking, if any; next holds the registration's hash and the sharding
+// term to engage the member in.
+func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, reg *Registration, next engagement,
 	current *registration, parked *parking, log logr.Logger) observation {
 	hash := next.hash
-	data := secret.Data[SecretKey]
-	if len(data) == 0 {
-		p.disengage(name, log, "registration Secret has no kubeconfig")
-		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason,
-			message: fmt.Sprintf("the Secret has no %q data key", SecretKey),
-			err:     reconcile.TerminalError(fmt.Errorf("secret %s/%s has no %q data key", secret.Namespace, secret.Name, SecretKey))}
-	}
-
 	switch {
 	case current != nil && current.hash == hash:
 		obs := p.probe(ctx, name, current, log)
@@ -136,18 +139,12 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 		return obs
 	}
 
-	cfg, err := clusters.RESTConfig(data, p.opts.Config)
+	cfg, err := reg.Config()
 	if err != nil {
-		p.disengage(name, log, "kubeconfig is not usable")
-		reason := v1alpha1.MemberInvalidKubeconfigReason
-		switch {
-		case errors.Is(err, clusters.ErrExecPluginRefused):
-			reason = v1alpha1.MemberExecPluginRefusedReason
-		case errors.Is(err, clusters.ErrUnsafeKubeconfig):
-			reason = v1alpha1.MemberUnsafeKubeconfigReason
-		}
-		return observation{reason: reason, message: err.Error(),
-			err: reconcile.TerminalError(fmt.Errorf("secret %s/%s: %w", secret.Namespace, secret.Name, err))}
+		p.disengage(name, log, "registration is not usable")
+		return observation{reason: refusalReason(err), message: err.Error(),
+			err: reconcile.TerminalError(fmt.Errorf("%s %s/%s: %w", reg.kind,
+				reg.Owner.GetNamespace(), reg.Owner.GetName(), err))}
 	}
 	if current != nil && current.cfg.SameServerAndIdentity(cfg) && current.member.SetToken(cfg.REST.BearerToken) {
 		// Only the bearer token changed: the member keeps its caches and
@@ -161,7 +158,7 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 			result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
 	}
 	// Best effort: the outcome of the engagement is written in any case.
-	written, err := p.recordEngaging(ctx, secret, current != nil || parked != nil)
+	written, err := p.recordEngaging(ctx, reg.Owner, current != nil || parked != nil)
 	if err != nil {
 		log.Info("Cannot show the engagement in the MemberCluster", "error", err.Error())
 	}
@@ -172,7 +169,7 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, s
 	return obs
 }
 
-// reengageWait is how long a changed kubeconfig (whose SHA-256 is hash) must
+// reengageWait is how long a changed registration (whose hash is hash) must
 // wait before its member is engaged again: zero unless the member, engaged or
 // parked, was engaged less than MinReengageInterval ago with another one.
 func (p *Provider) reengageWait(current *registration, parked *parking, hash [sha256.Size]byte) time.Duration {

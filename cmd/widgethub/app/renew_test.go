@@ -1,0 +1,341 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/providers/members"
+)
+
+// The suite's manager renews a token that join minted once less than
+// renewRemaining of its lifetime is left: 12 s into a 10-minute token (the
+// API server's shortest), so that a test sees renewals within seconds.
+const renewRemaining = 0.98
+
+var (
+	renewOnce     sync.Once
+	renewPlane    *fleet.ControlPlane
+	renewFiles    *fleet.KubeconfigFiles
+	renewStartErr error
+)
+
+// renewMember is a member only the tests of this file use, joined with
+// kubectl widgethub join, and the fleet's kubeconfig files with its context.
+func renewMember(t *testing.T) (*fleet.ControlPlane, *fleet.KubeconfigFiles) {
+	t.Helper()
+	renewOnce.Do(func() {
+		var planes []*fleet.ControlPlane
+		if planes, renewStartErr = testFleet.AddAuditedMembers("renew"); renewStartErr != nil {
+			return
+		}
+		renewPlane = planes[0]
+		credentials.addKubeconfig(renewPlane.Kubeconfig)
+		var dir string
+		if dir, renewStartErr = os.MkdirTemp("", "widgethub-renew-"); renewStartErr == nil {
+			renewFiles, renewStartErr = testFleet.WriteKubeconfigs(dir)
+		}
+	})
+	if renewStartErr != nil {
+		t.Fatal(renewStartErr)
+	}
+	return renewPlane, renewFiles
+}
+
+// kubectlWidgethub runs the plugin against the suite's hub and fails the test
+// unless it exits 0.
+func kubectlWidgethub(t *testing.T, files *fleet.KubeconfigFiles, args ...string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args = append([]string{"--kubeconfig", files.All, "--context", "hub"}, args...)
+	if code := plugin.Run(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("kubectl widgethub %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	}
+}
+
+// joinRenewable joins the renew member as name with a 10-minute token and
+// unjoins it (revoking its tokens) when the test ends.
+func joinRenewable(t *testing.T, name string) *corev1.Secret {
+	t.Helper()
+	_, files := renewMember(t)
+	kubectlWidgethub(t, files, "join", name, "--member-context", "renew", "--token-ttl", "10m")
+	t.Cleanup(func() { kubectlWidgethub(t, files, "unjoin", name, "--member-context", "renew") })
+	secret := hubSecret(NewWithT(t), name)
+	credentials.addKubeconfig(secret.Data[kubeconfig.SecretKey])
+	return secret
+}
+
+func hubSecret(g Gomega, name string) *corev1.Secret {
+	s := &corev1.Secret{}
+	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: name}, s)).To(Succeed())
+	return s
+}
+
+// tokenOf is the bearer token of a registration Secret's kubeconfig and its claims.
+func tokenOf(g Gomega, s *corev1.Secret) (string, clusters.TokenClaims) {
+	cfg, err := clusters.RESTConfig(s.Data[kubeconfig.SecretKey], clusters.ConfigOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	claims, ok := clusters.ParseTokenClaims(cfg.REST.BearerToken)
+	g.Expect(ok).To(BeTrue(), "a ServiceAccount token")
+	return cfg.REST.BearerToken, claims
+}
+
+// cacheRequests counts the requests of the hub's caches for the Widgets and
+// Deployments of the member: the lists and watches of the hub's identity,
+// but the probes' lists of one object. The audit log records a watch when it
+// ends: a member whose caches are rebuilt shows the watches of the old ones
+// (and, without watch-list, the lists of the new ones).
+func cacheRequests(g Gomega, cp *fleet.ControlPlane) int {
+	reads, err := cp.Reads()
+	g.Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, r := range reads {
+		if r.User == "system:serviceaccount:"+plugin.MemberNamespace+":"+plugin.MemberServiceAccount &&
+			(r.Resource == "widgets" || r.Resource == "deployments") && !strings.Contains(r.URI, "limit=1&") && !strings.HasSuffix(r.URI, "limit=1") {
+			n++
+		}
+	}
+	return n
+}
+
+// credentialsExpiring is the CredentialsExpiring condition of name's MemberCluster.
+func credentialsExpiring(g Gomega, name string) *metav1.Condition {
+	cond := meta.FindStatusCondition(memberCluster(g, name).Status.Conditions, v1alpha1.MemberCredentialsExpiring)
+	g.Expect(cond).NotTo(BeNil(), "MemberCluster %s has a CredentialsExpiring condition", name)
+	return cond
+}
+
+// gauge is the value of a per-member metric family of the in-process manager.
+func gauge(g Gomega, family, cluster string) (float64, bool) {
+	series, err := seriesLabelled("cluster", cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, m := range series[family] {
+		switch {
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue(), true
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// A member that join registered gets a new token from the hub before its
+// own expires: same ServiceAccount, same bound Secret, same lifetime,
+// written into the registration and swapped into the engaged member in
+// place. The member's Widgets are reconciled across the renewals, and its
+// API server serves no new LIST or WATCH of them: no relist.
+func TestRenewTokenInPlace(t *testing.T) {
+	g := NewWithT(t)
+	member, _ := renewMember(t)
+	start := time.Now()
+	secret := joinRenewable(t, "renewed")
+	oldToken, old := tokenOf(g, secret)
+	g.Expect(old.Lifetime()).To(Equal(10 * time.Minute))
+	expectMemberReady(t, "renewed", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := createShopWidget(t, member, "renewed", 1)
+	expectReplicas(t, member, key, 1, eventually)
+	g.Eventually(func(g Gomega) {
+		cond := credentialsExpiring(g, "renewed")
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberCredentialsRenewableReason))
+	}, eventually, poll).Should(Succeed())
+	cachesBefore := cacheRequests(g, member)
+
+	// Renewed once 2% of 10 minutes are gone: about 12 s after join.
+	var renewed *corev1.Secret
+	g.Eventually(func(g Gomega) {
+		renewed = hubSecret(g, "renewed")
+		token, _ := tokenOf(g, renewed)
+		g.Expect(token).NotTo(Equal(oldToken), "the registration holds a renewed token")
+	}, time.Duration(float64(old.Lifetime())*(1-renewRemaining))+eventually, poll).Should(Succeed())
+	renewedAt := time.Now()
+	newToken, claims := tokenOf(g, renewed)
+	credentials.add(newToken)
+	t.Logf("renewed %s after join (due %s after)", renewedAt.Sub(start).Round(time.Millisecond),
+		time.Duration(float64(old.Lifetime())*(1-renewRemaining)))
+	g.Expect(claims.ServiceAccount).To(Equal(old.ServiceAccount))
+	g.Expect(claims.Namespace).To(Equal(old.Namespace))
+	g.Expect(claims.Secret).To(Equal(old.Secret), "bound to the same Secret: unjoin revokes both")
+	g.Expect(claims.SecretUID).To(Equal(old.SecretUID))
+	g.Expect(claims.Lifetime()).To(Equal(old.Lifetime()), "the same lifetime")
+	g.Expect(claims.IssuedAt).To(BeTemporally(">=", old.IssuedAt))
+	// Only the token changed: server, CA, user, context, annotations, labels.
+	g.Expect(bytes.ReplaceAll(renewed.Data[kubeconfig.SecretKey], []byte(newToken), []byte(oldToken))).To(Equal(secret.Data[kubeconfig.SecretKey]))
+	g.Expect(renewed.Annotations).To(Equal(secret.Annotations))
+	g.Expect(renewed.Labels).To(Equal(secret.Labels))
+	// The old token is not revoked (it is bound to the same Secret); it
+	// expires at most one lifetime after it was minted, and was renewed
+	// with about renewRemaining of it left.
+	g.Expect(old.Expiry.Sub(renewedAt)).To(BeNumerically("<=", old.Lifetime()))
+
+	// The member shows the new token's expiry, and swapped it in place.
+	g.Eventually(func(g Gomega) {
+		mc := memberCluster(g, "renewed")
+		g.Expect(mc.Status.TokenExpiry).NotTo(BeNil())
+		g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("==", claims.Expiry))
+		g.Expect(readyConditionOf(mc).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(logs.String()).To(MatchRegexp(`Swapped the member's token in place.*"cluster": "renewed"`))
+	}, eventually, poll).Should(Succeed())
+	setReplicas(t, member, key, 2)
+	expectReplicas(t, member, key, 2, eventually)
+	// And renews again, 12 s later.
+	g.Eventually(func(g Gomega) {
+		token, _ := tokenOf(g, hubSecret(g, "renewed"))
+		g.Expect(token).NotTo(BeElementOf(oldToken, newToken))
+		credentials.add(token)
+	}, time.Duration(float64(old.Lifetime())*(1-renewRemaining))+eventually, poll).Should(Succeed())
+	setReplicas(t, member, key, 3)
+	expectReplicas(t, member, key, 3, eventually)
+	g.Eventually(func(g Gomega) {
+		g.Expect(logs.String()).To(MatchRegexp(`(?s)Swapped the member's token in place.*"cluster": "renewed".*Swapped the member's token in place.*"cluster": "renewed"`))
+	}, eventually, poll).Should(Succeed())
+
+	cachesAfter := cacheRequests(g, member)
+	g.Expect(cachesAfter).To(Equal(cachesBefore), "lists and ended watches of the hub's caches at the member across the renewals")
+	t.Logf("across two renewals the member's audit log shows %d new lists or ended watches of the hub's caches (%d before)",
+		cachesAfter-cachesBefore, cachesBefore)
+
+	// A Normal Event says so, without a credential.
+	g.Eventually(func(g Gomega) {
+		var found bool
+		for _, e := range secretEventsV1(g, "renewed") {
+			expectNoneOf(t, "Event "+e.Reason, e.Note, []string{oldToken, newToken})
+			found = found || (e.Reason == "TokenRenewed" && e.Type == corev1.EventTypeNormal)
+		}
+		g.Expect(found).To(BeTrue(), "a Normal TokenRenewed Event on the Secret")
+	}, eventually, poll).Should(Succeed())
+	expiry, ok := gauge(g, "widgethub_member_credentials_expiry_timestamp_seconds", "renewed")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(expiry).To(BeNumerically(">", float64(old.Expiry.Unix())))
+
+	// The count sees a rebuild: a change of the TLS server name engages
+	// the member afresh, and the old caches' watches end.
+	current := hubSecret(g, "renewed")
+	current.Data[kubeconfig.SecretKey] = editKubeconfig(t, current.Data[kubeconfig.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+		c.TLSServerName = "localhost"
+	})
+	g.Expect(testFleet.Hub.Client.Update(context.Background(), current)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(cacheRequests(g, member)).To(BeNumerically(">", cachesAfter))
+	}, eventually, poll).Should(Succeed(), "a re-engagement shows in the audit log")
+}
+
+// With the rule that allows the renewal removed from the member role, the
+// member keeps working with its current token (Ready, Widgets reconciled,
+// registration untouched) while CredentialsExpiring, the metrics and a
+// Warning Event say that the renewal fails, long before the token expires;
+// with the rule back, the next attempt renews it.
+func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	member, _ := renewMember(t)
+	secret := joinRenewable(t, "unrenewable")
+	token, claims := tokenOf(g, secret)
+	expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+
+	// Take the rule away before the renewal is due.
+	role := &rbacv1.Role{}
+	g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: plugin.MemberNamespace, Name: plugin.MemberClusterRole}, role)).To(Succeed())
+	rules := role.Rules
+	role.Rules = nil
+	g.Expect(member.Client.Update(ctx, role)).To(Succeed())
+	removed := time.Now()
+	g.Expect(removed).To(BeTemporally("<", claims.IssuedAt.Add(time.Duration(float64(claims.Lifetime())*(1-renewRemaining)))),
+		"the rule was removed before the renewal was due")
+
+	g.Eventually(func(g Gomega) {
+		cond := credentialsExpiring(g, "unrenewable")
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberRenewalFailedReason))
+		g.Expect(cond.Message).To(ContainSubstring("403 Forbidden"))
+		v, ok := gauge(g, "widgethub_member_credentials_expiring", "unrenewable")
+		g.Expect(ok && v == 1).To(BeTrue(), "widgethub_member_credentials_expiring is 1")
+		v, _ = gauge(g, "widgethub_member_credentials_renewal_failures_total", "unrenewable")
+		g.Expect(v).To(BeNumerically(">=", 1))
+	}, 2*eventually, poll).Should(Succeed())
+	t.Logf("CredentialsExpiring=True %s after the rule was removed, %s before the token expires",
+		time.Since(removed).Round(time.Millisecond), time.Until(claims.Expiry).Round(time.Second))
+
+	// The member works on with its current token.
+	key := createShopWidget(t, member, "unrenewable", 2)
+	expectReplicas(t, member, key, 2, eventually)
+	mc := expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("==", claims.Expiry))
+	still := hubSecret(g, "unrenewable")
+	g.Expect(still.Data).To(Equal(secret.Data), "the registration keeps its token")
+	g.Eventually(func(g Gomega) {
+		var warned bool
+		for _, e := range secretEventsV1(g, "unrenewable") {
+			expectNoneOf(t, "Event "+e.Reason, e.Note, []string{token})
+			warned = warned || (e.Reason == v1alpha1.MemberRenewalFailedReason && e.Type == corev1.EventTypeWarning)
+		}
+		g.Expect(warned).To(BeTrue(), "a Warning RenewalFailed Event on the Secret")
+	}, eventually, poll).Should(Succeed())
+	// Retried with backoff, not in a loop: 10 s, then 20 s.
+	failures, _ := gauge(g, "widgethub_member_credentials_renewal_failures_total", "unrenewable")
+	g.Expect(failures).To(BeNumerically("<=", 1+time.Since(removed)/(10*time.Second)))
+
+	// The rule back: the next attempt renews the token.
+	g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: plugin.MemberNamespace, Name: plugin.MemberClusterRole}, role)).To(Succeed())
+	role.Rules = rules
+	g.Expect(member.Client.Update(ctx, role)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		renewed, _ := tokenOf(g, hubSecret(g, "unrenewable"))
+		g.Expect(renewed).NotTo(Equal(token))
+		credentials.add(renewed)
+		cond := credentialsExpiring(g, "unrenewable")
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberCredentialsRenewableReason))
+		v, _ := gauge(g, "widgethub_member_credentials_expiring", "unrenewable")
+		g.Expect(v).To(BeZero())
+	}, members.DefaultMaxRenewRetry, poll).Should(Succeed())
+	expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+}
+
+// A registration without join's renewal mark is never rewritten by the hub,
+// even with a token that join could have minted (bound to a token Secret,
+// the annotation naming it): CredentialsExpiring warns instead, from the
+// warning window on.
+func TestHandWrittenRegistrationIsNotRenewed(t *testing.T) {
+	g := NewWithT(t)
+	secret := joinRenewable(t, "by-hand")
+	// What an older join, or a person, writes: no renewal mark.
+	delete(secret.Annotations, kubeconfig.RenewTokenAnnotation)
+	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
+	version := secret.ResourceVersion
+	_, claims := tokenOf(g, secret)
+	due := claims.IssuedAt.Add(time.Duration(float64(claims.Lifetime()) * (1 - renewRemaining)))
+
+	g.Eventually(func(g Gomega) {
+		cond := credentialsExpiring(g, "by-hand")
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "10 minutes are within the warning window")
+		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberCredentialsExpiresSoonReason))
+		g.Expect(cond.Message).To(ContainSubstring("kubectl widgethub join --overwrite"))
+	}, eventually, poll).Should(Succeed())
+	// Well past the time the hub would have renewed a marked one.
+	time.Sleep(time.Until(due.Add(2 * managerOptions().ProbeInterval)))
+	g.Consistently(func(g Gomega) {
+		g.Expect(hubSecret(g, "by-hand").ResourceVersion).To(Equal(version), "the hub rewrote a registration join did not mark")
+	}, 3*managerOptions().ProbeInterval, poll).Should(Succeed())
+	expectMemberReady(t, "by-hand", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+}

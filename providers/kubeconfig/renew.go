@@ -1,0 +1,98 @@
+package kubeconfig
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/providers/members"
+)
+
+const (
+	// TokenSecretAnnotation on a registration Secret names the Secret in the
+	// member's widgethub-system namespace that its token is bound to
+	// (written by kubectl widgethub join).
+	TokenSecretAnnotation = "widgethub.io/member-token-secret"
+	// RenewTokenAnnotation, "true" on a registration Secret, lets the hub
+	// renew its token and rewrite its kubeconfig with the new one. join sets
+	// it when it installs the member role that allows the renewal; the hub
+	// never rewrites a registration without it.
+	RenewTokenAnnotation = "widgethub.io/renew-token"
+)
+
+// Renewing writes the registration Secret's kubeconfig: the hub may patch the
+// Secrets of its registration namespace (it reads them already).
+// +kubebuilder:rbac:groups="",namespace=widgethub-system,resources=secrets,verbs=patch
+
+// renewal is how the engine renews the token of secret, which join marked
+// renewable; nil for any other Secret.
+func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
+	if secret.Annotations[RenewTokenAnnotation] != "true" || s.writer == nil {
+		return nil
+	}
+	return &members.TokenRenewal{
+		BoundSecret: secret.Annotations[TokenSecretAnnotation],
+		Write: func(ctx context.Context, token string, dryRun bool) ([sha256.Size]byte, error) {
+			return s.writeToken(ctx, secret, token, dryRun)
+		},
+	}
+}
+
+// writeToken writes token into secret's kubeconfig, provided the Secret is
+// unchanged since it was read and only the token changes.
+func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, dryRun bool) ([sha256.Size]byte, error) {
+	data := secret.Data[SecretKey]
+	doc, err := withToken(data, token)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	before, err := clusters.RESTConfig(data, s.config)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	after, err := clusters.RESTConfig(doc, s.config)
+	if err != nil {
+		return [sha256.Size]byte{}, fmt.Errorf("the kubeconfig with the renewed token: %w", err)
+	}
+	if !before.SameServerAndIdentity(after) {
+		return [sha256.Size]byte{}, errors.New("the kubeconfig with the renewed token differs in more than the token")
+	}
+	updated := secret.DeepCopy()
+	updated.Data[SecretKey] = doc
+	var opts []client.PatchOption
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := s.writer.Patch(ctx, updated, client.MergeFromWithOptions(secret, client.MergeFromWithOptimisticLock{}), opts...); err != nil {
+		if apierrors.IsConflict(err) {
+			err = members.ErrRegistrationChanged
+		}
+		return [sha256.Size]byte{}, fmt.Errorf("write the renewed token into Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	return sha256.Sum256(doc), nil
+}
+
+// withToken is kubeconfig with the token of its current context's user
+// replaced by token.
+func withToken(kubeconfig []byte, token string) ([]byte, error) {
+	raw, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a kubeconfig document", clusters.ErrInvalidKubeconfig)
+	}
+	cur, err := clusters.CurrentContext(raw)
+	if err != nil {
+		return nil, err
+	}
+	if cur.User == nil || cur.User.Token == "" {
+		return nil, fmt.Errorf("%w: context %q has no token to renew", clusters.ErrInvalidKubeconfig, cur.Name)
+	}
+	cur.User.Token = token
+	return clientcmd.Write(*raw)
+}

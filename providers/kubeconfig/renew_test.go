@@ -1,0 +1,56 @@
+package kubeconfig
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/widgethub/widgethub/clusters"
+)
+
+// withToken changes the current context's token and nothing else: the hub
+// reads the result as the same server and identity, so that the member swaps
+// the token in place.
+func TestWithTokenChangesOnlyTheToken(t *testing.T) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["m"] = &clientcmdapi.Cluster{Server: "https://member.example:6443", CertificateAuthorityData: []byte("ca"), TLSServerName: "member"}
+	cfg.AuthInfos["hub"] = &clientcmdapi.AuthInfo{Token: "old-token"}
+	cfg.AuthInfos["other"] = &clientcmdapi.AuthInfo{Token: "other-token"}
+	cfg.Contexts["m"] = &clientcmdapi.Context{Cluster: "m", AuthInfo: "hub", Namespace: "ns"}
+	cfg.Contexts["o"] = &clientcmdapi.Context{Cluster: "m", AuthInfo: "other"}
+	cfg.CurrentContext = "m"
+	doc, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := withToken(doc, "new-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bytes.Replace(renewed, []byte("new-token"), []byte("old-token"), 1), doc) {
+		t.Errorf("more than the token changed:\n%s\nwas\n%s", renewed, doc)
+	}
+	before, err := clusters.RESTConfig(doc, clusters.ConfigOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := clusters.RESTConfig(renewed, clusters.ConfigOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !before.SameServerAndIdentity(after) || after.REST.BearerToken != "new-token" {
+		t.Errorf("the renewed kubeconfig is not the same server and identity with the new token")
+	}
+
+	cfg.AuthInfos["hub"] = &clientcmdapi.AuthInfo{ClientCertificateData: []byte("cert"), ClientKeyData: []byte("key")}
+	doc, err = clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := withToken(doc, "new-token"); !errors.Is(err, clusters.ErrInvalidKubeconfig) {
+		t.Errorf("a kubeconfig without a token: err = %v, want ErrInvalidKubeconfig", err)
+	}
+}
