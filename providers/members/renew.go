@@ -231,6 +231,10 @@ func setCredentialsExpiring(status *v1alpha1.MemberClusterStatus, expiry time.Ti
 		Message: "the token expires at " + at}
 	left := expiry.Sub(now)
 	switch {
+	case c.renewable && c.failure != "" && left <= 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason
+		cond.Message = fmt.Sprintf("the token expired at %s; the hub could not renew it, due since %s: %s; renew it with kubectl widgethub join --overwrite",
+			at, c.renewAt.UTC().Format(time.RFC3339), c.failure)
 	case c.renewable && c.failure != "":
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason
 		cond.Message = fmt.Sprintf("the hub could not renew the token, due since %s: %s; it keeps using it until it expires at %s",

@@ -1,6 +1,7 @@
 package members
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -27,16 +28,18 @@ func TestSetCredentialsExpiring(t *testing.T) {
 		creds      credentials
 		wantStatus metav1.ConditionStatus // "" means no condition
 		wantReason string
+		wantSaying string // part of the message, when not ""
 	}{
-		{"unknown", time.Time{}, credentials{}, "", ""},
-		{"unknown, renewable", time.Time{}, failing, "", ""},
-		{"a year left", now.Add(365 * day), credentials{}, metav1.ConditionFalse, v1alpha1.MemberCredentialsValidReason},
-		{"just over the warning", now.Add(warning + time.Second), credentials{}, metav1.ConditionFalse, v1alpha1.MemberCredentialsValidReason},
-		{"just under the warning", now.Add(warning - time.Second), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason},
-		{"an hour left", now.Add(time.Hour), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason},
-		{"expired", now.Add(-time.Hour), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason},
-		{"renewable, an hour left", now.Add(time.Hour), renewable, metav1.ConditionFalse, v1alpha1.MemberCredentialsRenewableReason},
-		{"renewable, renewal failing", now.Add(3 * day), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason},
+		{"unknown", time.Time{}, credentials{}, "", "", ""},
+		{"unknown, renewable", time.Time{}, failing, "", "", ""},
+		{"a year left", now.Add(365 * day), credentials{}, metav1.ConditionFalse, v1alpha1.MemberCredentialsValidReason, ""},
+		{"just over the warning", now.Add(warning + time.Second), credentials{}, metav1.ConditionFalse, v1alpha1.MemberCredentialsValidReason, ""},
+		{"just under the warning", now.Add(warning - time.Second), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason, ""},
+		{"an hour left", now.Add(time.Hour), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason, ""},
+		{"expired", now.Add(-time.Hour), credentials{}, metav1.ConditionTrue, v1alpha1.MemberCredentialsExpiresSoonReason, ""},
+		{"renewable, an hour left", now.Add(time.Hour), renewable, metav1.ConditionFalse, v1alpha1.MemberCredentialsRenewableReason, ""},
+		{"renewable, renewal failing", now.Add(3 * day), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason, "keeps using it until it expires"},
+		{"renewable, renewal failed, expired", now.Add(-time.Minute), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason, "expired at 2026-11-23T11:59:00Z"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A condition and expiry from an earlier token are replaced,
@@ -57,6 +60,9 @@ func TestSetCredentialsExpiring(t *testing.T) {
 			}
 			if cond == nil || cond.Status != tc.wantStatus || cond.Reason != tc.wantReason {
 				t.Fatalf("condition %+v, want %s/%s", cond, tc.wantStatus, tc.wantReason)
+			}
+			if !strings.Contains(cond.Message, tc.wantSaying) {
+				t.Errorf("message %q does not say %q", cond.Message, tc.wantSaying)
 			}
 			if expiring != (tc.wantStatus == metav1.ConditionTrue) {
 				t.Errorf("returned %v with condition %s", expiring, cond.Status)

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -247,18 +249,13 @@ func TestRenewTokenInPlace(t *testing.T) {
 // with the rule back, the next attempt renews it.
 func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	member, _ := renewMember(t)
 	secret := joinRenewable(t, "unrenewable")
 	token, claims := tokenOf(g, secret)
 	expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	// Take the rule away before the renewal is due.
-	role := &rbacv1.Role{}
-	g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: plugin.MemberNamespace, Name: plugin.MemberClusterRole}, role)).To(Succeed())
-	rules := role.Rules
-	role.Rules = nil
-	g.Expect(member.Client.Update(ctx, role)).To(Succeed())
+	restore := withoutRenewalRule(t, member)
 	removed := time.Now()
 	g.Expect(removed).To(BeTemporally("<", claims.IssuedAt.Add(time.Duration(float64(claims.Lifetime())*(1-renewRemaining)))),
 		"the rule was removed before the renewal was due")
@@ -296,9 +293,7 @@ func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
 	g.Expect(failures).To(BeNumerically("<=", 1+time.Since(removed)/(10*time.Second)))
 
 	// The rule back: the next attempt renews the token.
-	g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: plugin.MemberNamespace, Name: plugin.MemberClusterRole}, role)).To(Succeed())
-	role.Rules = rules
-	g.Expect(member.Client.Update(ctx, role)).To(Succeed())
+	restore()
 	g.Eventually(func(g Gomega) {
 		renewed, _ := tokenOf(g, hubSecret(g, "unrenewable"))
 		g.Expect(renewed).NotTo(Equal(token))
@@ -310,6 +305,92 @@ func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
 		g.Expect(v).To(BeZero())
 	}, members.DefaultMaxRenewRetry, poll).Should(Succeed())
 	expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+}
+
+// withoutRenewalRule empties the member role that allows the hub's
+// renewals; the function it returns, also run when the test ends, puts the
+// rules back.
+func withoutRenewalRule(t *testing.T, member *fleet.ControlPlane) (restore func()) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: plugin.MemberNamespace, Name: plugin.MemberClusterRole}
+	role := &rbacv1.Role{}
+	g.Expect(member.Client.Get(ctx, key, role)).To(Succeed())
+	rules := role.Rules
+	role.Rules = nil
+	g.Expect(member.Client.Update(ctx, role)).To(Succeed())
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			g.Expect(member.Client.Get(ctx, key, role)).To(Succeed())
+			role.Rules = rules
+			g.Expect(member.Client.Update(ctx, role)).To(Succeed())
+		})
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// With renewal impossible, a member keeps working on its token until the
+// member's API server refuses it, not a moment before, and
+// CredentialsExpiring warned first. kube-apiserver issues no token for less
+// than 10 minutes, so the test reissues join's token, signed with the
+// member's own key, as if issued 10 minutes before it expires in 30 s; the
+// API server accepts a token for a minute past its expiry (go-jose's leeway).
+func TestUnrenewableTokenWorksUntilItExpires(t *testing.T) {
+	g := NewWithT(t)
+	member, _ := renewMember(t)
+	secret := joinRenewable(t, "expiring-soon")
+	token, _ := tokenOf(g, secret)
+	expectMemberReady(t, "expiring-soon", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	withoutRenewalRule(t, member)
+
+	short, err := member.ReissueToken(token, time.Now().Add(30*time.Second))
+	g.Expect(err).NotTo(HaveOccurred())
+	credentials.add(short)
+	secret = hubSecret(g, "expiring-soon")
+	secret.Data[kubeconfig.SecretKey] = bytes.ReplaceAll(secret.Data[kubeconfig.SecretKey], []byte(token), []byte(short))
+	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
+	_, claims := tokenOf(g, secret)
+
+	// The warning comes first: the renewal was due at once and fails.
+	g.Eventually(func(g Gomega) {
+		mc := memberCluster(g, "expiring-soon")
+		g.Expect(mc.Status.TokenExpiry).NotTo(BeNil())
+		g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("==", claims.Expiry))
+		cond := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberCredentialsExpiring)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberRenewalFailedReason))
+	}, eventually, poll).Should(Succeed())
+	warned := time.Now()
+	g.Expect(warned).To(BeTemporally("<", claims.Expiry), "CredentialsExpiring warned before the token expired")
+
+	// The member works on with the short token: a Widget is reconciled
+	// and the member stays Ready until the API server refuses the token.
+	key := createShopWidget(t, member, "expiring-soon", 1)
+	expectReplicas(t, member, key, 1, time.Until(claims.Expiry))
+	g.Expect(time.Now()).To(BeTemporally("<", claims.Expiry), "reconciled before the token expired")
+	g.Consistently(func(g Gomega) {
+		g.Expect(readyConditionOf(memberCluster(g, "expiring-soon")).Status).To(Equal(metav1.ConditionTrue))
+	}, time.Until(claims.Expiry), poll).Should(Succeed(), "Ready until the token expires")
+
+	// Refused from a minute past expiry on: Unauthorized, said in the
+	// conditions; the Widget and its Deployment stay.
+	g.Eventually(func(g Gomega) {
+		mc := memberCluster(g, "expiring-soon")
+		ready := readyConditionOf(mc)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(v1alpha1.MemberUnauthorizedReason))
+		cond := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberCredentialsExpiring)
+		g.Expect(cond.Message).To(ContainSubstring("expired at"))
+		g.Expect(cond.Message).To(ContainSubstring("join --overwrite"))
+		expectNoneOf(t, "MemberCluster conditions", fmt.Sprint(mc.Status.Conditions), []string{token, short})
+	}, time.Until(claims.Expiry)+time.Minute+2*eventually, poll).Should(Succeed())
+	t.Logf("warned %s before expiry; Unauthorized %s after it", claims.Expiry.Sub(warned).Round(time.Second),
+		time.Since(claims.Expiry).Round(time.Second))
+	g.Expect(deployment(g, member, key).Spec.Replicas).To(Equal(ptr.To(int32(1))))
 }
 
 // A registration without join's renewal mark is never rewritten by the hub,

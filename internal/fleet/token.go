@@ -1,0 +1,95 @@
+package fleet
+
+import (
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// ReissueToken signs a copy of token, a ServiceAccount token this control
+// plane issued, as if it had been issued earlier so that it expires at
+// expiry: same lifetime, issuer, audiences and subject, bound to the same
+// objects. Tests use it to watch a token expire, which a token issued now
+// (10 minutes at least) would make them wait for.
+//
+// It signs with the key envtest gave the API server (sa-signer.key in its
+// certificate directory), which it accepts as one of its own.
+func (cp *ControlPlane) ReissueToken(token string, expiry time.Time) (string, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", errors.New("not a JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", fmt.Errorf("decode claims: %w", err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return "", fmt.Errorf("decode claims: %w", err)
+	}
+	iat, iok := claims["iat"].(float64)
+	exp, eok := claims["exp"].(float64)
+	if !iok || !eok || exp <= iat {
+		return "", errors.New("the token has no lifetime (iat, exp)")
+	}
+	issued := expiry.Unix() - int64(exp-iat)
+	claims["iat"], claims["nbf"], claims["exp"] = issued, issued, expiry.Unix()
+	delete(claims, "jti")
+
+	key, err := cp.serviceAccountKey()
+	if err != nil {
+		return "", err
+	}
+	header, err := json.Marshal(map[string]string{"alg": "ES256", "typ": "JWT"})
+	if err != nil {
+		return "", err
+	}
+	if payload, err = json.Marshal(claims); err != nil {
+		return "", err
+	}
+	signed := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(payload)
+	digest := sha256.Sum256([]byte(signed))
+	r, s, err := ecdsa.Sign(rand.Reader, key, digest[:])
+	if err != nil {
+		return "", err
+	}
+	// JWS ES256: r and s, 32 bytes each, big-endian.
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// serviceAccountKey reads the key the API server signs its tokens with.
+func (cp *ControlPlane) serviceAccountKey() (*ecdsa.PrivateKey, error) {
+	if cp.Env == nil || cp.Env.ControlPlane.APIServer == nil {
+		return nil, fmt.Errorf("control plane %q is not running", cp.Name)
+	}
+	data, err := os.ReadFile(filepath.Join(cp.Env.ControlPlane.APIServer.CertDir, "sa-signer.key"))
+	if err != nil {
+		return nil, fmt.Errorf("service account key of %q: %w", cp.Name, err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("service account key of %q: no PEM block", cp.Name)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("service account key of %q: %w", cp.Name, err)
+	}
+	key, ok := parsed.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("service account key of %q is a %T, not ECDSA", cp.Name, parsed)
+	}
+	return key, nil
+}
