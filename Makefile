@@ -73,6 +73,8 @@ test: lint verify helm ## Run all tests against real API servers built from sour
 	KUBEBUILDER_ASSETS="$(ASSETS)" HELM="$(HELM)" $(GO) test $(TEST_FLAGS) ./...
 	# The fairness timing test, built only without -race (see cmd/widgethub-bench/fairness_test.go).
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run TestQuietMemberIsServedDuringAFlood ./cmd/widgethub-bench/
+	# The partial failures' latency bounds, asserted without -race and on their own (see expectNoSlower).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run '^(TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes|TestErrorsAndLatencyFromOneMemberDoNotSlowOthers)$$' ./cmd/widgethub/app/
 	# The shared queue's Go benchmarks, at a few iterations, so that they keep building and running.
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 100x ./reconcilers/controller/fairqueue/
 

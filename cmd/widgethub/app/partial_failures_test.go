@@ -281,6 +281,25 @@ func slowerLimit(baseline time.Duration) time.Duration {
 	return max(2*baseline, baseline+latencySlack)
 }
 
+// expectNoSlower fails the test when beta's median change latency during a
+// fault (during) exceeds slowerLimit of the one without it (baseline).
+//
+// Under the race detector, beside the other packages' tests, the figure
+// measures them as much as the hub: every goroutine runs several times
+// slower and the API servers share two cores with the other suites. There
+// the bound is only logged; make test runs these tests again on their own
+// without -race, where it holds.
+func expectNoSlower(t *testing.T, during, baseline time.Duration, fault string) {
+	t.Helper()
+	if raceDetector {
+		t.Logf("beta's median change latency with %s: %s, %s without (limit %s, asserted without -race)",
+			fault, during.Round(time.Millisecond), baseline.Round(time.Millisecond), slowerLimit(baseline).Round(time.Millisecond))
+		return
+	}
+	NewWithT(t).Expect(during).To(BeNumerically("<=", slowerLimit(baseline)),
+		"beta's changes are slower with %s: median %s, %s without", fault, during, baseline)
+}
+
 // Several members stop answering while they have work queued: gamma and
 // alpha twice (two registrations of alpha's API server through two
 // proxies), 24 changed Widgets each. First their API servers hold every
@@ -341,7 +360,7 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	// The bound, and one more for each member that hung with nothing in
 	// flight once the others had filled it (fairqueue.UnresponsiveBound).
 	g.Expect(held).To(BeNumerically("<=", bound+len(faulty)-1), "the members that do not answer hold more workers than one member's bound")
-	g.Expect(during).To(BeNumerically("<=", slowerLimit(baseline)), "beta's changes are slower while members hang: median %s, %s without", during, baseline)
+	expectNoSlower(t, during, baseline, "members that hang")
 
 	// Now they take no connection at all; their Widgets change again.
 	for _, m := range faulty {
@@ -443,7 +462,7 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 			// event add it again), and the retries gamma's budget allows.
 			retries := controller.MemberRetryBurst + controller.MemberRetryRate*elapsed.Seconds()
 			g.Expect(failed).To(BeNumerically("<=", 2*widgets+retries), "gamma's failed reconciles were retried beyond its budget")
-			g.Expect(during).To(BeNumerically("<=", slowerLimit(baseline)), "beta's changes are slower with %s on gamma: median %s, %s without", c.name, during, baseline)
+			expectNoSlower(t, during, baseline, c.name+" on gamma")
 			if c.writesFail {
 				list := &appsv1.DeploymentList{}
 				g.Expect(gamma.Client.List(context.Background(), list, client.InNamespace(partialNS))).To(Succeed())
