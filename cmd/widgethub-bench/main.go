@@ -207,6 +207,8 @@ type benchmark struct {
 	table         table
 	// badStops are the managers that stopped badly, and stoppedBadly their impls.
 	badStops, stoppedBadly []string
+	// quiesced are the waits for the machine to settle before measured runs.
+	quiesced []quiesced
 	// ceiling is the API server's merge-patches/s with 1 and with writers writers.
 	ceiling [][2]float64
 	// scaleUsers and scaleKubeconfigs are the scale scenario's registrations,

@@ -194,6 +194,9 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return outcome, err
 	}
 
+	if err := b.quiesce(ctx, "flood of "+impl); err != nil {
+		return outcome, err
+	}
 	baseline, err := f.baseline(ctx, b.baselineChanges)
 	if err != nil {
 		return outcome, fmt.Errorf("changes without a flood: %w", err)
@@ -473,6 +476,9 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string) (c convergence,
 		}
 	}
 
+	if err := b.quiesce(ctx, "cold start of "+impl); err != nil {
+		return c, err
+	}
 	start := time.Now()
 	p, err := b.startManager(impl, "converge")
 	if err != nil {

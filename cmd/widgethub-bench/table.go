@@ -129,6 +129,9 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 	fmt.Fprintf(w, "widgethub and peer-tuned: member QPS %g, burst %d, %d workers (widgethub: %d per member); peer: client-go defaults (5 QPS, burst 10), 1 worker; both peers use multicluster-runtime's default queue\n\n",
 		b.opts.MemberQPS, b.opts.MemberBurst, b.opts.MaxConcurrentReconciles, b.opts.ReconcilesPerMember())
 	writeMarkdown(w, b.rows())
+	if summary := b.quiescedSummary(); summary != "" {
+		fmt.Fprintf(w, "\n%s\n", summary)
+	}
 	for _, problem := range b.badStops {
 		fmt.Fprintf(w, "\nStopped badly: %s", problem)
 	}
