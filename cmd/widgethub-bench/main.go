@@ -77,6 +77,9 @@ type sizes struct {
 	// finish in useful time with client-go's default 5 QPS.
 	window, peerWindow time.Duration
 	settle             time.Duration
+	// maxQuiesce bounds the wait for the machine to settle before a
+	// measured run (see quiesce).
+	maxQuiesce time.Duration
 	// reps is how many times each scenario is measured.
 	reps int
 }
@@ -93,8 +96,8 @@ func fullSizes() sizes {
 		shardMembers: 100, shardServers: 4, shardWidgets: 20, shardReplicas: 3,
 		scaleMembers: []int{100, 300}, scaleServers: 4, scaleWidgets: 20, probeFreshAfter: 75 * time.Second,
 		window: 10 * time.Minute, peerWindow: 90 * time.Second,
-		settle: 5 * time.Second,
-		reps:   3,
+		settle: 5 * time.Second, maxQuiesce: 90 * time.Second,
+		reps: 3,
 	}
 }
 
@@ -109,7 +112,7 @@ func quickSizes() sizes {
 	s.shardMembers, s.shardServers = 12, 2
 	s.scaleMembers, s.scaleServers, s.probeFreshAfter = []int{10, 30}, 2, 0
 	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
-	s.settle = 2 * time.Second
+	s.settle, s.maxQuiesce = 2*time.Second, 20*time.Second
 	s.reps = 1
 	return s
 }

@@ -30,9 +30,9 @@ func TestBusyShareFromProcStat(t *testing.T) {
 }
 
 func TestQuiescedSummaryNamesUnsettledRuns(t *testing.T) {
-	b := &benchmark{quiesced: []quiesced{
+	b := &benchmark{sizes: fullSizes(), quiesced: []quiesced{
 		{run: "flood of widgethub", waited: 4 * time.Second, busy: 0.1, settled: true},
-		{run: "flood of peer-tuned", waited: maxQuiesce, busy: 0.8},
+		{run: "flood of peer-tuned", waited: 90 * time.Second, busy: 0.8},
 		{run: "cold start of widgethub", waited: 10 * time.Second, busy: 0.2, settled: true},
 	}}
 	s := b.quiescedSummary()
