@@ -62,6 +62,8 @@ type sizes struct {
 	ceilingFor                            time.Duration
 	idleMembers, idleServers, idleWidgets int
 	convergeMembers, convergeWidgets      int
+	// convergeOneWidgets are the Widgets of the cold start of one member.
+	convergeOneWidgets int
 	// shardMembers registrations over shardServers API servers holding
 	// shardWidgets Widgets each, served by 1 and by shardReplicas replicas.
 	shardMembers, shardServers, shardWidgets, shardReplicas int
@@ -92,7 +94,7 @@ func fullSizes() sizes {
 		writers:     8,
 		ceilingFor:  5 * time.Second,
 		idleMembers: 20, idleServers: 4, idleWidgets: 100,
-		convergeMembers: 10, convergeWidgets: 1000,
+		convergeMembers: 10, convergeWidgets: 1000, convergeOneWidgets: 5000,
 		shardMembers: 100, shardServers: 4, shardWidgets: 20, shardReplicas: 3,
 		scaleMembers: []int{100, 300}, scaleServers: 4, scaleWidgets: 20, probeFreshAfter: 75 * time.Second,
 		window: 10 * time.Minute, peerWindow: 90 * time.Second,
@@ -108,7 +110,7 @@ func quickSizes() sizes {
 	s.floodWidgets, s.quietWidgets, s.baselineChanges = 1000, 10, 20
 	s.ceilingFor = 2 * time.Second
 	s.idleMembers, s.idleServers = 6, 2
-	s.convergeMembers, s.convergeWidgets = 3, 200
+	s.convergeMembers, s.convergeWidgets, s.convergeOneWidgets = 3, 200, 600
 	s.shardMembers, s.shardServers = 12, 2
 	s.scaleMembers, s.scaleServers, s.probeFreshAfter = []int{10, 30}, 2, 0
 	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
