@@ -286,7 +286,7 @@ func FirstLine(err error) string {
 // signature is not checked: the member does that; this only says when the
 // member will stop accepting it.
 func jwtExpiry(token string) time.Time {
-	payload, ok := jwtPayload(token)
+	payload, ok := JWTPayload(token)
 	if !ok {
 		return time.Time{}
 	}
@@ -299,8 +299,8 @@ func jwtExpiry(token string) time.Time {
 	return time.Unix(claims.Exp, 0)
 }
 
-// jwtPayload is the decoded payload of token when it has the form of a JWT.
-func jwtPayload(token string) ([]byte, bool) {
+// JWTPayload is the decoded payload of token when it has the form of a JWT.
+func JWTPayload(token string) ([]byte, bool) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return nil, false

@@ -40,7 +40,7 @@ func (c TokenClaims) Lifetime() time.Duration { return c.Expiry.Sub(c.IssuedAt) 
 // TokenRequest API; ok is false for anything else (no JWT, no iat or exp, not
 // a ServiceAccount's).
 func ParseTokenClaims(token string) (claims TokenClaims, ok bool) {
-	payload, ok := jwtPayload(token)
+	payload, ok := JWTPayload(token)
 	if !ok {
 		return TokenClaims{}, false
 	}

@@ -12,8 +12,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/widgethub/widgethub/clusters"
 )
 
 // ReissueToken signs a copy of token, a ServiceAccount token this control
@@ -25,13 +26,9 @@ import (
 // It signs with the key envtest gave the API server (sa-signer.key in its
 // certificate directory), which it accepts as one of its own.
 func (cp *ControlPlane) ReissueToken(token string, expiry time.Time) (string, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
+	payload, ok := clusters.JWTPayload(token)
+	if !ok {
 		return "", errors.New("not a JWT")
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return "", fmt.Errorf("decode claims: %w", err)
 	}
 	var claims map[string]any
 	if err := json.Unmarshal(payload, &claims); err != nil {
