@@ -377,6 +377,13 @@ func (d *deadline) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), d.timeout)
 	resp, err := d.next.RoundTrip(req.WithContext(ctx))
+	if err == nil && ctx.Err() != nil {
+		// net/http hands on an answer that raced the request's end, such as
+		// the empty one a stuck server sends when the connection closes: the
+		// request failed by its deadline all the same.
+		_ = resp.Body.Close()
+		resp, err = nil, ctx.Err()
+	}
 	if err != nil {
 		cancel()
 		return nil, err
