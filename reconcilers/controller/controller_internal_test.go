@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +46,7 @@ func TestReconcileHasADeadline(t *testing.T) {
 				calls <- got
 				return reconcile.Result{}, nil
 			})
-			inner, err := newUnmanaged("deadline-"+c.name, Options{Reconciler: rec, MaxConcurrentReconciles: 1, ReconcileTimeout: c.timeout}, nil)
+			inner, err := newUnmanaged(testControllerName("deadline-"+c.name), Options{Reconciler: rec, MaxConcurrentReconciles: 1, ReconcileTimeout: c.timeout}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,4 +80,13 @@ func TestReconcileHasADeadline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testControllers numbers the controllers the tests build: controller-runtime
+// refuses a controller name twice in one process, and go test -count=N runs
+// each test N times in one.
+var testControllers atomic.Int64
+
+func testControllerName(base string) string {
+	return fmt.Sprintf("%s-%d", base, testControllers.Add(1))
 }

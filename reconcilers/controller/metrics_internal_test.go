@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // flight, zero when it has none, gone when its engagement ends or the
 // controller stops.
 func TestMemberQueueSeriesFollowEngagements(t *testing.T) {
-	const name = "member-queue-test"
+	name := testControllerName("member-queue-test")
 	release := make(chan struct{})
 	rec := reconcile.TypedFunc[mcreconcile.Request](func(ctx context.Context, _ mcreconcile.Request) (reconcile.Result, error) {
 		select {
@@ -66,15 +67,15 @@ func TestMemberQueueSeriesFollowEngagements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expectMemberQueueSeries(t, name, `
-widgethub_workqueue_member_depth{cluster="a",name="member-queue-test"} 1
-widgethub_workqueue_member_depth{cluster="b",name="member-queue-test"} 1
-widgethub_workqueue_member_depth{cluster="c",name="member-queue-test"} 0
-`, `
-widgethub_workqueue_member_in_flight{cluster="a",name="member-queue-test"} 1
-widgethub_workqueue_member_in_flight{cluster="b",name="member-queue-test"} 0
-widgethub_workqueue_member_in_flight{cluster="c",name="member-queue-test"} 0
-`)
+	expectMemberQueueSeries(t, name, fmt.Sprintf(`
+widgethub_workqueue_member_depth{cluster="a",name=%[1]q} 1
+widgethub_workqueue_member_depth{cluster="b",name=%[1]q} 1
+widgethub_workqueue_member_depth{cluster="c",name=%[1]q} 0
+`, name), fmt.Sprintf(`
+widgethub_workqueue_member_in_flight{cluster="a",name=%[1]q} 1
+widgethub_workqueue_member_in_flight{cluster="b",name=%[1]q} 0
+widgethub_workqueue_member_in_flight{cluster="c",name=%[1]q} 0
+`, name))
 	disengage()
 	expectMemberQueueSeries(t, name, "", "")
 }
