@@ -55,7 +55,9 @@ import (
 type sizes struct {
 	engageWidgets, engageRounds int
 	floodWidgets, quietWidgets  int
-	changeEvery                 time.Duration
+	// largeFloodWidgets are the Widgets of the second, larger flood.
+	largeFloodWidgets int
+	changeEvery       time.Duration
 	// baselineChanges are the quiet member's changes measured before the flood.
 	baselineChanges                       int
 	writers                               int
@@ -90,7 +92,7 @@ type sizes struct {
 func fullSizes() sizes {
 	return sizes{
 		engageWidgets: 100, engageRounds: 3,
-		floodWidgets: 5000, quietWidgets: 20, changeEvery: 100 * time.Millisecond, baselineChanges: 50,
+		floodWidgets: 5000, largeFloodWidgets: 10000, quietWidgets: 20, changeEvery: 100 * time.Millisecond, baselineChanges: 50,
 		writers:     8,
 		ceilingFor:  5 * time.Second,
 		idleMembers: 20, idleServers: 4, idleWidgets: 100,
@@ -107,7 +109,7 @@ func fullSizes() sizes {
 func quickSizes() sizes {
 	s := fullSizes()
 	s.engageRounds = 1
-	s.floodWidgets, s.quietWidgets, s.baselineChanges = 1000, 10, 20
+	s.floodWidgets, s.largeFloodWidgets, s.quietWidgets, s.baselineChanges = 1000, 2000, 10, 20
 	s.ceilingFor = 2 * time.Second
 	s.idleMembers, s.idleServers = 6, 2
 	s.convergeMembers, s.convergeWidgets, s.convergeOneWidgets = 3, 200, 600
@@ -119,7 +121,7 @@ func quickSizes() sizes {
 	return s
 }
 
-var scenarios = []string{"engage", "fairness", "memory", "converge", "sharding", "scale"}
+var scenarios = []string{"engage", "fairness", "large-flood", "memory", "converge", "sharding", "scale"}
 
 func main() {
 	var (
@@ -130,11 +132,12 @@ func main() {
 		managers        = flag.String("managers", strings.Join([]string{widgethub, peer, peerTuned}, ","), "comma-separated managers to measure: widgethub, peer (client-go defaults), peer-tuned (widgethub's QPS, burst and workers)")
 		reps            = flag.Int("reps", 0, "repetitions of each scenario; each row shows the median and the spread (default 3, quick 1)")
 		floodWidgets    = flag.Int("flood", 0, "Widgets of the flood (default 5000, quick 1000)")
+		largeFlood      = flag.Int("large-flood", 0, "Widgets of the large flood (default 10000, quick 2000)")
 		convergeMembers = flag.Int("converge-members", 0, "members of the cold-start convergence (default 10, quick 3)")
 		convergeWidgets = flag.Int("converge-widgets", 0, "Widgets per member of the cold-start convergence (default 1000, quick 200)")
 		idleMembers     = flag.Int("idle-members", 0, "idle members of the memory measurement (default 20, quick 6)")
 		idleServers     = flag.Int("idle-servers", 0, "API servers the idle members' registrations point at (default 4, quick 2)")
-		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process, and of the flooded API server during each flood, to this directory")
+		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process, and of the flooded API server during each flood, and a heap profile of a manager each time its heap is read (memory, sharding), to this directory")
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
 		shardMembers    = flag.Int("shard-members", 0, "registrations of the sharding measurement (default 100, quick 12)")
 		replicaID       = flag.String("replica-id", "", "internal: run -manager widgethub sharded, as this replica")
@@ -162,6 +165,7 @@ func main() {
 		s = quickSizes()
 	}
 	setIf(&s.floodWidgets, *floodWidgets)
+	setIf(&s.largeFloodWidgets, *largeFlood)
 	setIf(&s.convergeMembers, *convergeMembers)
 	setIf(&s.convergeWidgets, *convergeWidgets)
 	setIf(&s.idleMembers, *idleMembers)
@@ -228,6 +232,8 @@ type benchmark struct {
 type member struct {
 	*fleet.ControlPlane
 	client client.Client
+	// writes counts the writes its API server served.
+	writes *writeCounter
 }
 
 func (b *benchmark) run(ctx context.Context, only []string) error {
@@ -271,7 +277,7 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	b.table.init(b.impls)
 
 	measure := map[string]func(context.Context, []string) error{
-		"engage": b.engage, "fairness": b.fairness, "memory": b.memory, "converge": b.converge, "sharding": b.shards, "scale": b.scale,
+		"engage": b.engage, "fairness": b.fairness, "large-flood": b.largeFlood, "memory": b.memory, "converge": b.converge, "sharding": b.shards, "scale": b.scale,
 	}
 	for _, name := range only {
 		scenario, ok := measure[name]
@@ -341,7 +347,11 @@ func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
 		if err != nil {
 			return err
 		}
-		b.members = append(b.members, member{ControlPlane: cp, client: c})
+		writes, err := newWriteCounter(cp.Config)
+		if err != nil {
+			return err
+		}
+		b.members = append(b.members, member{ControlPlane: cp, client: c, writes: writes})
 	}
 	return nil
 }

@@ -68,6 +68,9 @@ var implTitles = map[string]string{
 func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) error {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	if cpuProfileDir != "" {
+		// Fine-grained heap profiles: the default samples one allocation per
+		// 512 KiB, too coarse for the cost of one member.
+		runtime.MemProfileRate = 4 << 10
 		f, err := os.CreateTemp(cpuProfileDir, impl+"-*.pprof")
 		if err != nil {
 			return err
@@ -123,6 +126,10 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 			runtime.GC()
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
+			if err := writeHeapProfile(cpuProfileDir, impl); err != nil {
+				fmt.Println("error", err)
+				continue
+			}
 			fmt.Println("heap", ms.HeapInuse)
 		case "engaged":
 			n := 0
@@ -143,6 +150,20 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 	}
 	return err
+}
+
+// writeHeapProfile writes a heap profile of impl's manager into dir, when
+// set: one per measurement of the heap, the first without members, so that
+// `go tool pprof -base` shows what members cost.
+func writeHeapProfile(dir, impl string) error {
+	if dir == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(dir, impl+"-heap-*.pprof")
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 }
 
 // newPeer is multicluster-runtime's kubeconfig provider, reading widgethub's
@@ -315,6 +336,12 @@ func (p *managerProcess) rss() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// cpu returns the CPU time the manager has used so far.
+func (p *managerProcess) cpu() (time.Duration, error) {
+	_, cpu, err := readProcStat(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	return cpu, err
 }
 
 // stop stops the manager and waits for it to exit, killing it after a minute.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -101,29 +102,62 @@ func (b *benchmark) engageOnce(ctx context.Context, p *managerProcess, m member,
 	}
 }
 
-// fairness floods one member while single Widgets of a quiet member change,
-// and measures the API server's own write ceiling on the flooded member before
-// and after the floods. Throughput is compared with the higher 8-writer
-// ceiling of the two, the harder comparison.
+// floodSize is one of the floods the bench measures: its Widgets and the
+// rows of its quiet-member latency and drain time. The main flood also
+// measures the API server's write ceiling and the write rates, and draws
+// the chart.
+type floodSize struct {
+	widgets               int
+	fairnessRow, drainRow int
+	main                  bool
+}
+
+// fairness floods one member with floodWidgets Widgets while single Widgets
+// of a quiet member change, and measures the API server's own write ceiling
+// on the flooded member before and after the floods. Throughput is compared
+// with the higher 8-writer ceiling of the two, the harder comparison.
 func (b *benchmark) fairness(ctx context.Context, impls []string) error {
+	return b.floods(ctx, impls, floodSize{widgets: b.floodWidgets, fairnessRow: rowFairness, drainRow: rowDrain, main: true})
+}
+
+// largeFlood is fairness with largeFloodWidgets, without the peer at
+// client-go's defaults, which does not drain even the main flood in its
+// window.
+func (b *benchmark) largeFlood(ctx context.Context, impls []string) error {
+	impls = slices.DeleteFunc(slices.Clone(impls), func(impl string) bool { return impl == peer })
+	return b.floods(ctx, impls, floodSize{widgets: b.largeFloodWidgets, fairnessRow: rowFairnessLarge, drainRow: rowDrainLarge})
+}
+
+// floods measures one flood of size by each of impls.
+func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) error {
 	flooded, quiet := b.members[0], b.members[1]
-	if err := b.measureCeiling(ctx, flooded); err != nil {
-		return err
+	if size.main {
+		if err := b.measureCeiling(ctx, flooded); err != nil {
+			return err
+		}
 	}
 	floods := map[string]floodOutcome{}
 	for _, impl := range impls {
-		f, err := b.fairnessOf(ctx, impl, flooded, quiet)
+		f, err := b.fairnessOf(ctx, impl, flooded, quiet, size)
 		if err != nil {
 			return err
 		}
 		floods[impl] = f
+	}
+	tuned, haveTuned := floods[peerTuned]
+	for impl, f := range floods {
+		// The drain's target is relative to the tuned peer's in the same repetition.
+		met := f.drained && (!haveTuned || !tuned.drained || f.drain <= tuned.drain*105/100)
+		b.table.add(size.drainRow, impl, f.drainText, durationKey(f.drain), met)
+	}
+	if !size.main {
+		return nil
 	}
 	if err := b.measureCeiling(ctx, flooded); err != nil {
 		return err
 	}
 	// This repetition's two ceilings, the higher of them.
 	ceiling8 := max(b.ceiling[len(b.ceiling)-1][1], b.ceiling[len(b.ceiling)-2][1])
-	tuned, haveTuned := floods[peerTuned]
 	for impl, f := range floods {
 		r := f.rates
 		throughput := fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.controller, 100*r.controller/ceiling8)
@@ -132,9 +166,6 @@ func (b *benchmark) fairness(ctx context.Context, impls []string) error {
 		}
 		b.table.add(rowThroughput, impl, throughput, rateKey(r.controller), r.controller >= ceiling8/2)
 		b.table.add(rowServerWrites, impl, fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.all, 100*r.all/ceiling8), rateKey(r.all), false)
-		// The drain's target is relative to the tuned peer's in the same repetition.
-		met := f.drained && (!haveTuned || !tuned.drained || f.drain <= tuned.drain*105/100)
-		b.table.add(rowDrain, impl, f.drainText, durationKey(f.drain), met)
 	}
 	return nil
 }
@@ -174,13 +205,13 @@ type floodOutcome struct {
 // fairnessOf measures, with impl's manager, the quiet member's change
 // latency without a flood and during a flood of the flooded member, and
 // returns the flood's outcome.
-func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet member) (outcome floodOutcome, err error) {
+func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet member, size floodSize) (outcome floodOutcome, err error) {
 	const floodNS, quietNS = "flood", "quiet"
 	defer func() {
 		err = errors.Join(err, b.unregisterAll(ctx),
 			deleteWidgets(ctx, flooded.client, floodNS), deleteWidgets(ctx, quiet.client, quietNS))
 	}()
-	f, stopTrackers, err := b.newFlood(ctx, impl, flooded, quiet, floodNS, quietNS)
+	f, stopTrackers, err := b.newFlood(ctx, impl, flooded, quiet, floodNS, quietNS, size.widgets)
 	if err != nil {
 		return outcome, err
 	}
@@ -202,7 +233,9 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return outcome, fmt.Errorf("changes without a flood: %w", err)
 	}
 	bp50, bp99 := p50p99(baseline)
-	b.table.add(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), quantileKey(bp99), false)
+	if size.main {
+		b.table.add(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), quantileKey(bp99), false)
+	}
 	f.firstChange = len(baseline)
 	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
 	res, err := f.run(ctx)
@@ -211,19 +244,21 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return outcome, err
 	}
 	if res.drained.IsZero() && impl == widgethub {
-		return outcome, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, b.floodWidgets, b.windowFor(impl))
+		return outcome, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, size.widgets, b.windowFor(impl))
 	}
-	p50, p99 := b.recordFairness(impl, res)
-	b.traces = append(b.traces, traceOf(impl, res, res.start.Add(b.windowFor(impl))))
-	outcome = b.floodOutcome(res)
-	logf("fairness, %s: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, p50, p99, formatDuration(outcome.drain), outcome.rates.controller)
+	p50, p99 := b.recordFairness(impl, res, size.fairnessRow)
+	if size.main {
+		b.traces = append(b.traces, traceOf(impl, res, res.start.Add(b.windowFor(impl))))
+	}
+	outcome = b.floodOutcome(res, size.widgets)
+	logf("fairness, %s, %d Widgets: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, size.widgets, p50, p99, formatDuration(outcome.drain), outcome.rates.controller)
 	return outcome, nil
 }
 
 // newFlood creates the quiet member's Widgets, starts a tracker of each
 // member and returns the flood of impl's measurement with a function that
 // stops the trackers.
-func (b *benchmark) newFlood(ctx context.Context, impl string, flooded, quiet member, floodNS, quietNS string) (f flood, stopTrackers func(), err error) {
+func (b *benchmark) newFlood(ctx context.Context, impl string, flooded, quiet member, floodNS, quietNS string, widgets int) (f flood, stopTrackers func(), err error) {
 	if err := fleet.CreateWidgets(ctx, quiet.client, quietNS, quietPrefix, b.quietWidgets, b.writers); err != nil {
 		return f, nil, err
 	}
@@ -238,17 +273,12 @@ func (b *benchmark) newFlood(ctx context.Context, impl string, flooded, quiet me
 		return f, nil, err
 	}
 	stopTrackers = func() { stopAll([]*tracker{quietTracker, floodTracker}) }
-	writes, err := newWriteCounter(flooded.Config)
-	if err != nil {
-		stopTrackers()
-		return f, nil, err
-	}
 	return flood{
 		flooded: flooded.client, quiet: quiet.client,
 		floodTracker: floodTracker, quietTracker: quietTracker,
-		floodNamespace: floodNS, widgets: b.floodWidgets, writers: b.writers,
+		floodNamespace: floodNS, widgets: widgets, writers: b.writers,
 		quietNamespace: quietNS, quietWidgets: b.quietWidgets, changeEvery: b.changeEvery,
-		window: b.windowFor(impl), writes: writes,
+		window: b.windowFor(impl), writes: flooded.writes,
 	}, stopTrackers, nil
 }
 
@@ -272,7 +302,7 @@ func (b *benchmark) engageFloodMembers(ctx context.Context, p *managerProcess, f
 
 // recordFairness sets impl's row of the quiet member's change latency during
 // the flood and returns its p50 and p99.
-func (b *benchmark) recordFairness(impl string, res *floodResult) (p50, p99 quantile) {
+func (b *benchmark) recordFairness(impl string, res *floodResult, row int) (p50, p99 quantile) {
 	var patchCalls []sample
 	for _, c := range res.changes {
 		patchCalls = append(patchCalls, sample{value: c.patched.Sub(c.at)})
@@ -280,20 +310,20 @@ func (b *benchmark) recordFairness(impl string, res *floodResult) (p50, p99 quan
 	pp50, pp99 := p50p99(patchCalls)
 	lat := res.latencies(res.start.Add(b.windowFor(impl)))
 	p50, p99 = p50p99(lat)
-	b.table.add(rowFairness, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
+	b.table.add(row, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
 		quantileKey(p99), !p99.atLeast && p99.value < 100*time.Millisecond)
 	return p50, p99
 }
 
-// floodOutcome is the drain time and write rates of a flood.
-func (b *benchmark) floodOutcome(res *floodResult) floodOutcome {
+// floodOutcome is the drain time and write rates of a flood of widgets.
+func (b *benchmark) floodOutcome(res *floodResult, widgets int) floodOutcome {
 	drain := res.drainTime()
 	o := floodOutcome{drain: drain, drained: !res.drained.IsZero()}
 	widgetRate := float64(res.reconciled) / drain.Seconds()
 	if o.drained {
 		o.drainText = fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(drain), widgetRate)
 	} else {
-		o.drainText = fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(drain), res.reconciled, b.floodWidgets, widgetRate)
+		o.drainText = fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(drain), res.reconciled, widgets, widgetRate)
 	}
 	o.rates = floodRates{
 		controller: float64(res.writes.controller) / drain.Seconds(),
@@ -490,6 +520,14 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 	if err := b.quiesce(ctx, "cold start of "+impl); err != nil {
 		return c, err
 	}
+	writesBefore, err := countMemberWrites(ctx, members)
+	if err != nil {
+		return c, err
+	}
+	fleetCPUBefore, err := processCPU(fleetProcesses...)
+	if err != nil {
+		return c, err
+	}
 	start := time.Now()
 	p, err := b.startManager(impl, "converge")
 	if err != nil {
@@ -515,8 +553,26 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 		return convergence{text: fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(window), done, total, float64(done)/elapsed.Seconds()), took: elapsed}, nil
 	}
 	took := last.Sub(start)
-	logf("convergence, %s, %d member(s): %s", impl, len(members), formatDuration(took))
-	return convergence{text: fmt.Sprintf("%s (%.0f Widgets/s)", formatDuration(took), float64(total)/took.Seconds()), took: took, done: true}, nil
+	writes, err := countMemberWrites(ctx, members)
+	if err != nil {
+		return c, err
+	}
+	writes = writes.sub(writesBefore)
+	fleetCPU, err := processCPU(fleetProcesses...)
+	if err != nil {
+		return c, err
+	}
+	managerCPU, err := p.cpu()
+	if err != nil {
+		return c, err
+	}
+	logf("convergence, %s, %d member(s): %s; %d controller writes, %d in all (Events included); CPU: manager %s, API servers and etcds %s",
+		impl, len(members), formatDuration(took), writes.controller, writes.all, formatDuration(managerCPU), formatDuration(fleetCPU-fleetCPUBefore))
+	// On one machine the members' API servers share its CPUs with each other
+	// and the manager: their CPU per Widget shows what the spread costs.
+	perWidget := (fleetCPU - fleetCPUBefore) / time.Duration(total)
+	return convergence{text: fmt.Sprintf("%s (%.0f Widgets/s; API servers and etcds %s CPU per Widget)",
+		formatDuration(took), float64(total)/took.Seconds(), formatDuration(perWidget)), took: took, done: true}, nil
 }
 
 // readyManager starts impl's manager process for scenario and waits until

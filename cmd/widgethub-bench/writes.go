@@ -42,6 +42,10 @@ func (w writeCounts) sub(v writeCounts) writeCounts {
 	return writeCounts{controller: w.controller - v.controller, all: w.all - v.all}
 }
 
+func (w writeCounts) add(v writeCounts) writeCounts {
+	return writeCounts{controller: w.controller + v.controller, all: w.all + v.all}
+}
+
 // count returns the writes so far.
 func (w *writeCounter) count(ctx context.Context) (writeCounts, error) {
 	raw, err := w.rest.Get().AbsPath("/metrics").DoRaw(ctx)
@@ -49,6 +53,19 @@ func (w *writeCounter) count(ctx context.Context) (writeCounts, error) {
 		return writeCounts{}, fmt.Errorf("read API server metrics: %w", err)
 	}
 	return countWrites(raw)
+}
+
+// countMemberWrites sums the writes so far over members.
+func countMemberWrites(ctx context.Context, members []member) (writeCounts, error) {
+	var total writeCounts
+	for _, m := range members {
+		n, err := m.writes.count(ctx)
+		if err != nil {
+			return total, err
+		}
+		total = total.add(n)
+	}
+	return total, nil
 }
 
 // countWrites sums apiserver_request_total over the write verbs.
