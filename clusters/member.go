@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -47,8 +48,9 @@ type Member struct {
 	token atomic.Pointer[string]
 	// bearer tells whether the config authenticates with a bearer token.
 	bearer bool
-	// reconciles and failed count the Widget reconciles since ResetReconciles.
-	reconciles, failed atomic.Int64
+	// outcomes are the Widgets reconciled since TakeReconcileOutcomes last
+	// reported them.
+	outcomes widgetOutcomes
 
 	// gate, when set, is asked before every request (see MemberOptions.Gate).
 	gate func() error
@@ -443,27 +445,22 @@ func (k knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 	return k.RESTMapper.RESTMapping(gk, versions...)
 }
 
-// RecordReconcile counts one reconcile of the member's objects and whether it
-// failed (err != nil), in widgethub_member_reconciles_total and
-// widgethub_member_reconcile_errors_total and in the counts ReconcileCounts
-// reports.
-func (m *Member) RecordReconcile(err error) {
-	m.reconciles.Add(1)
+// RecordReconcile counts one reconcile of the member's Widget key and
+// whether it failed (err != nil), in widgethub_member_reconciles_total and
+// widgethub_member_reconcile_errors_total, and remembers the outcome for
+// TakeReconcileOutcomes.
+func (m *Member) RecordReconcile(key types.NamespacedName, err error) {
 	Reconciles.WithLabelValues(m.name).Inc()
 	if err != nil {
-		m.failed.Add(1)
 		ReconcileErrors.WithLabelValues(m.name).Inc()
 	}
+	m.outcomes.record(key, err != nil)
 }
 
-// ReconcileCounts reports the reconciles recorded since the last
-// ResetReconciles, and how many of them failed.
-func (m *Member) ReconcileCounts() (total, failed int64) {
-	return m.reconciles.Load(), m.failed.Load()
-}
-
-// ResetReconciles starts the counts of ReconcileCounts anew.
-func (m *Member) ResetReconciles() {
-	m.reconciles.Store(0)
-	m.failed.Store(0)
+// TakeReconcileOutcomes reports, once at least atLeast Widgets were
+// reconciled since it last did, how many were (up to a thousand) and for how
+// many of them the latest reconcile failed, and starts counting anew. With
+// fewer it reports ok false and keeps counting.
+func (m *Member) TakeReconcileOutcomes(atLeast int) (widgets, failing int, ok bool) {
+	return m.outcomes.take(atLeast)
 }

@@ -29,7 +29,8 @@ const (
 	// MemberForbiddenReason: the member forbids what the operator needs (403).
 	MemberForbiddenReason = "Forbidden"
 	// MemberDegradedReason: the member answers its probes, but most of its
-	// Widget reconciles fail (for example, its writes are refused).
+	// recently reconciled Widgets fail their reconciles (for example, its
+	// writes are refused).
 	MemberDegradedReason = "Degraded"
 	// MemberNoAccessProviderReason: the ClusterProfile names no access
 	// provider that the hub's administrator configured; nothing was run.

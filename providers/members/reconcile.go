@@ -278,11 +278,10 @@ func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, 
 		reg.failures, reg.lastError, reg.version = 0, "", version
 		obs := observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: fmt.Sprintf("engaged through context %q", reg.cfg.Context),
 			version: version, widgets: p.countWidgets(ctx, reg.member), result: next}
-		if total, failed := reg.member.ReconcileCounts(); total >= minReconcilesToJudge {
-			// Judged on enough reconciles; with fewer, the last verdict stands.
-			reg.degraded = failed*2 > total
-			reg.degradedMessage = fmt.Sprintf("answers its probes, but %d of its last %d Widget reconciles failed; see the Widgets' Ready conditions", failed, total)
-			reg.member.ResetReconciles()
+		if widgets, failing, ok := reg.member.TakeReconcileOutcomes(minWidgetsToJudge); ok {
+			// Judged on enough Widgets; with fewer, the last verdict stands.
+			reg.degraded = failing*2 > widgets
+			reg.degradedMessage = fmt.Sprintf("answers its probes, but the latest reconcile failed for %d of the %d Widgets reconciled lately; see the Widgets' Ready conditions", failing, widgets)
 		}
 		if reg.degraded {
 			obs.ready, obs.reason, obs.message = false, v1alpha1.MemberDegradedReason, reg.degradedMessage
@@ -304,9 +303,11 @@ func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, 
 	return obs
 }
 
-// minReconcilesToJudge is how many Widget reconciles a member's error rate is
-// judged on: more than half of them failing makes it Degraded.
-const minReconcilesToJudge = 10
+// minWidgetsToJudge is how many reconciled Widgets a member's error rate is
+// judged on: more than half of them failing their latest reconcile makes it
+// Degraded. Widgets, not attempts: one Widget retried at its backoff must not
+// make its member Degraded, nor keep it so once it has recovered.
+const minWidgetsToJudge = 10
 
 // park stops an engaged member that keeps failing its probes: its caches
 // stop, its connections close (so its in-flight requests fail at once), and

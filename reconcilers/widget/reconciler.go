@@ -90,7 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		var result ctrl.Result
 		result, err = r.reconcile(ctx, cl, req)
 		if member, ok := cl.(*clusters.Member); ok {
-			member.RecordReconcile(err)
+			member.RecordReconcile(req.NamespacedName, err)
 		}
 		return result, err
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -501,7 +502,7 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 	for i := range widgets {
 		createWidget(t, d, ns, fmt.Sprintf("w-%02d", i), 1)
 	}
-	expectMemberReady(t, "degraded", metav1.ConditionFalse, v1alpha1.MemberDegradedReason, "Widget reconciles failed")
+	expectMemberReady(t, "degraded", metav1.ConditionFalse, v1alpha1.MemberDegradedReason, "the latest reconcile failed for")
 
 	lift()
 	// Each change is reconciled at once, not at its backoff: enough
@@ -513,4 +514,31 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 		expectReplicas(t, d, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w-%02d", i)}, 2, eventually)
 	}
 	expectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+}
+
+// One Widget whose writes are refused is that Widget's trouble, not its
+// member's: retried at its backoff a dozen times over a few probes, it is
+// one failing Widget, so the member stays Engaged while the Widget is Stalled.
+func TestOneRefusedWidgetLeavesItsMemberEngaged(t *testing.T) {
+	d := deltaMember(t)
+	const ns = "refused-alone"
+	register(t, "one-refused", d)
+	t.Cleanup(func() { unregister(t, "one-refused") })
+	expectMemberReady(t, "one-refused", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	denyDeploymentWritesInForce(t, d, ns)
+	createWidget(t, d, ns, "refused", 1)
+	expectWidgetKstatus(t, d, types.NamespacedName{Namespace: ns, Name: "refused"}, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
+
+	// The retries (5 ms, doubling) pass ten within 6 s and twelve within
+	// 21 s, while four probes judge the member.
+	window := 4 * managerOptions().ProbeInterval
+	NewWithT(t).Consistently(func(g Gomega) {
+		ready := readyConditionOf(memberCluster(g, "one-refused"))
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", ready.Reason, ready.Message)
+	}, window, poll).Should(Succeed())
+	failed := counterSum(NewWithT(t), "widgethub_member_reconcile_errors_total", "cluster", "one-refused")
+	t.Logf("the refused Widget's reconcile failed %v times in %s", failed, window)
+	if failed < 10 {
+		t.Errorf("the refused Widget's reconcile failed only %v times: too few for the member to have been judged on them", failed)
+	}
 }
