@@ -48,9 +48,8 @@ type Member struct {
 	token atomic.Pointer[string]
 	// bearer tells whether the config authenticates with a bearer token.
 	bearer bool
-	// outcomes are the Widgets reconciled since TakeReconcileOutcomes last
-	// reported them.
-	outcomes widgetOutcomes
+	// failing are the Widgets whose latest reconcile failed.
+	failing failingWidgets
 
 	// gate, when set, is asked before every request (see MemberOptions.Gate).
 	gate func() error
@@ -448,19 +447,17 @@ func (k knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 // RecordReconcile counts one reconcile of the member's Widget key and
 // whether it failed (err != nil), in widgethub_member_reconciles_total and
 // widgethub_member_reconcile_errors_total, and remembers the outcome for
-// TakeReconcileOutcomes.
+// FailingWidgets.
 func (m *Member) RecordReconcile(key types.NamespacedName, err error) {
 	Reconciles.WithLabelValues(m.name).Inc()
 	if err != nil {
 		ReconcileErrors.WithLabelValues(m.name).Inc()
 	}
-	m.outcomes.record(key, err != nil)
+	m.failing.record(key, err != nil)
 }
 
-// TakeReconcileOutcomes reports, once at least atLeast Widgets were
-// reconciled since it last did, how many were (up to a thousand) and for how
-// many of them the latest reconcile failed, and starts counting anew. With
-// fewer it reports ok false and keeps counting.
-func (m *Member) TakeReconcileOutcomes(atLeast int) (widgets, failing int, ok bool) {
-	return m.outcomes.take(atLeast)
+// FailingWidgets is how many of the member's Widgets failed their latest
+// reconcile.
+func (m *Member) FailingWidgets() int {
+	return m.failing.count()
 }

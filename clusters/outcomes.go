@@ -6,44 +6,31 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// maxJudgedWidgets bounds the Widgets a member remembers between two
-// judgments of its error rate: ten already decide it, more only refine it.
-const maxJudgedWidgets = 1000
-
-// widgetOutcomes remembers, for each Widget reconciled since the last reset,
-// whether its latest reconcile failed. A member's error rate counts Widgets,
-// not attempts: one Widget retried at its backoff is one failing Widget,
-// and one that has recovered no longer counts as failing.
-type widgetOutcomes struct {
-	mu     sync.Mutex
-	failed map[types.NamespacedName]bool
+// failingWidgets is the set of a member's Widgets whose latest reconcile
+// failed. A member's error rate counts Widgets, not attempts: one Widget
+// retried at its backoff is one failing Widget, and one that has recovered,
+// or was deleted (its last reconcile finds nothing and succeeds), leaves the
+// set. The set never holds more Widgets than the member's cache does.
+type failingWidgets struct {
+	mu  sync.Mutex
+	set map[types.NamespacedName]struct{}
 }
 
-func (o *widgetOutcomes) record(key types.NamespacedName, failed bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.failed == nil {
-		o.failed = make(map[types.NamespacedName]bool)
+func (f *failingWidgets) record(key types.NamespacedName, failed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !failed {
+		delete(f.set, key)
+		return
 	}
-	if _, seen := o.failed[key]; seen || len(o.failed) < maxJudgedWidgets {
-		o.failed[key] = failed
+	if f.set == nil {
+		f.set = make(map[types.NamespacedName]struct{})
 	}
+	f.set[key] = struct{}{}
 }
 
-// take returns the counts and starts anew when at least atLeast Widgets
-// were reconciled; with fewer it keeps them and returns ok false. One lock
-// for both, so no outcome recorded between counting and resetting is lost.
-func (o *widgetOutcomes) take(atLeast int) (widgets, failing int, ok bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.failed) < atLeast {
-		return 0, 0, false
-	}
-	for _, failed := range o.failed {
-		if failed {
-			failing++
-		}
-	}
-	widgets, o.failed = len(o.failed), nil
-	return widgets, failing, true
+func (f *failingWidgets) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.set)
 }

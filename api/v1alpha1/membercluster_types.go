@@ -29,7 +29,7 @@ const (
 	// MemberForbiddenReason: the member forbids what the operator needs (403).
 	MemberForbiddenReason = "Forbidden"
 	// MemberDegradedReason: the member answers its probes, but most of its
-	// recently reconciled Widgets fail their reconciles (for example, its
+	// Widgets (at least 10) failed their latest reconcile (for example, its
 	// writes are refused).
 	MemberDegradedReason = "Degraded"
 	// MemberNoAccessProviderReason: the ClusterProfile names no access

@@ -186,9 +186,6 @@ type registration struct {
 	// probedAt is when the member was last probed, and probed what it showed.
 	probedAt time.Time
 	probed   observation
-	// degraded is the verdict on the member's last reconciles.
-	degraded        bool
-	degradedMessage string
 	// renewal is how the renewals of its token went (renew.go).
 	renewal renewal
 }

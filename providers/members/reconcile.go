@@ -278,13 +278,9 @@ func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, 
 		reg.failures, reg.lastError, reg.version = 0, "", version
 		obs := observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: fmt.Sprintf("engaged through context %q", reg.cfg.Context),
 			version: version, widgets: p.countWidgets(ctx, reg.member), result: next}
-		if widgets, failing, ok := reg.member.TakeReconcileOutcomes(minWidgetsToJudge); ok {
-			// Judged on enough Widgets; with fewer, the last verdict stands.
-			reg.degraded = failing*2 > widgets
-			reg.degradedMessage = fmt.Sprintf("answers its probes, but the latest reconcile failed for %d of the %d Widgets reconciled lately; see the Widgets' Ready conditions", failing, widgets)
-		}
-		if reg.degraded {
-			obs.ready, obs.reason, obs.message = false, v1alpha1.MemberDegradedReason, reg.degradedMessage
+		if failing := reg.member.FailingWidgets(); failing >= minFailingWidgets && obs.widgets >= 0 && failing*2 > int(obs.widgets) {
+			obs.ready, obs.reason = false, v1alpha1.MemberDegradedReason
+			obs.message = fmt.Sprintf("answers its probes, but the latest reconcile failed for %d of its %d Widgets; see the Widgets' Ready conditions", failing, obs.widgets)
 		}
 		return obs
 	}
@@ -303,11 +299,12 @@ func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, 
 	return obs
 }
 
-// minWidgetsToJudge is how many reconciled Widgets a member's error rate is
-// judged on: more than half of them failing their latest reconcile makes it
-// Degraded. Widgets, not attempts: one Widget retried at its backoff must not
-// make its member Degraded, nor keep it so once it has recovered.
-const minWidgetsToJudge = 10
+// minFailingWidgets is how many of a member's Widgets must fail their latest
+// reconcile, and be more than half of its Widgets, for it to be Degraded. A
+// verdict on each probe from the Widgets' current outcomes, not on attempts
+// over a window: one Widget retried at its backoff is one failing Widget,
+// and the member is Engaged again as soon as its Widgets recover.
+const minFailingWidgets = 10
 
 // park stops an engaged member that keeps failing its probes: its caches
 // stop, its connections close (so its in-flight requests fail at once), and
