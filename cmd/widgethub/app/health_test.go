@@ -537,7 +537,8 @@ func TestOneRefusedWidgetLeavesItsMemberEngaged(t *testing.T) {
 	expectWidgetKstatus(t, d, types.NamespacedName{Namespace: ns, Name: "refused"}, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
 
 	// The retries (5 ms, doubling) pass ten within 6 s and twelve within
-	// 21 s, while four probes judge the member.
+	// 21 s, while four probes judge the member: ten failed attempts, as
+	// many as ten failing Widgets.
 	window := 4 * managerOptions().ProbeInterval
 	NewWithT(t).Consistently(func(g Gomega) {
 		ready := readyConditionOf(memberCluster(g, "one-refused"))
@@ -546,6 +547,6 @@ func TestOneRefusedWidgetLeavesItsMemberEngaged(t *testing.T) {
 	failed := counterSum(NewWithT(t), "widgethub_member_reconcile_errors_total", "cluster", "one-refused")
 	t.Logf("the refused Widget's reconcile failed %v times in %s", failed, window)
 	if failed < 10 {
-		t.Errorf("the refused Widget's reconcile failed only %v times: too few for the member to have been judged on them", failed)
+		t.Errorf("the refused Widget's reconcile failed only %v times: too few to tell Widgets from attempts", failed)
 	}
 }
