@@ -230,9 +230,7 @@ func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
 	d := deltaMember(t)
 	expectUnregistrationsDone(t) // no earlier test's registration of delta lingers
-	register(t, "unlabelled", d)
-	t.Cleanup(func() { unregister(t, "unlabelled") })
-	expectMemberReady(t, "unlabelled", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	registerEngaged(t, "unlabelled", d)
 	key := types.NamespacedName{Namespace: "unlabelled", Name: "served"}
 	createWidget(t, d, key.Namespace, key.Name, 1)
 	expectReplicas(t, d, key, 1, eventually)
@@ -274,9 +272,7 @@ func TestRegistrationNamespaceScopesTheHub(t *testing.T) {
 	})
 	// The hub had its chance: a registration made after the outsider, in
 	// the registration namespace, is engaged.
-	register(t, "insider", testFleet.Member("beta"))
-	t.Cleanup(func() { unregister(t, "insider") })
-	expectMemberReady(t, "insider", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	registerEngaged(t, "insider", testFleet.Member("beta"))
 
 	list := &v1alpha1.MemberClusterList{}
 	g.Expect(testFleet.Hub.Client.List(ctx, list)).To(Succeed())
@@ -361,9 +357,7 @@ func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 // first probe a minute or more after it was last written.
 func TestLastProbeTimeIsRefreshed(t *testing.T) {
 	beta := testFleet.Member("beta")
-	register(t, "refreshed", beta)
-	t.Cleanup(func() { unregister(t, "refreshed") })
-	mc := expectMemberReady(t, "refreshed", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	mc := registerEngaged(t, "refreshed", beta)
 	g := NewWithT(t)
 	// The first write after the engagement: its lastProbeTime is then kept
 	// while the status does not change.
@@ -493,10 +487,7 @@ func denyDeploymentWritesInForce(t *testing.T, cp *fleet.ControlPlane, ns string
 func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 	d := deltaMember(t)
 	const ns = "refused"
-	register(t, "degraded", d)
-	t.Cleanup(func() { unregister(t, "degraded") })
-	expectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	ensureNamespace(t, d, ns)
+	registerEngaged(t, "degraded", d)
 	lift := denyDeploymentWritesInForce(t, d, ns)
 
 	// More than half of the member's Widgets, whatever earlier tests left.
@@ -505,8 +496,11 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 		t.Fatal(err)
 	}
 	widgets := max(12, len(earlier.Items)+1)
+	refused := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w-%02d", i)}
+	}
 	for i := range widgets {
-		createWidget(t, d, ns, fmt.Sprintf("w-%02d", i), 1)
+		createWidget(t, d, ns, refused(i).Name, 1)
 	}
 	expectMemberReady(t, "degraded", metav1.ConditionFalse, v1alpha1.MemberDegradedReason,
 		fmt.Sprintf("the latest reconcile failed for %d of its %d Widgets", widgets, widgets+len(earlier.Items)))
@@ -515,10 +509,10 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 	// Each change is reconciled at once, not at its backoff, and each
 	// success leaves the failing Widgets fewer.
 	for i := range widgets {
-		setReplicas(t, d, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w-%02d", i)}, 2)
+		setReplicas(t, d, refused(i), 2)
 	}
 	for i := range widgets {
-		expectReplicas(t, d, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w-%02d", i)}, 2, eventually)
+		expectReplicas(t, d, refused(i), 2, eventually)
 	}
 	expectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }
@@ -529,9 +523,7 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 func TestOneRefusedWidgetLeavesItsMemberEngaged(t *testing.T) {
 	d := deltaMember(t)
 	const ns = "refused-alone"
-	register(t, "one-refused", d)
-	t.Cleanup(func() { unregister(t, "one-refused") })
-	expectMemberReady(t, "one-refused", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	registerEngaged(t, "one-refused", d)
 	denyDeploymentWritesInForce(t, d, ns)
 	createWidget(t, d, ns, "refused", 1)
 	expectWidgetKstatus(t, d, types.NamespacedName{Namespace: ns, Name: "refused"}, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)

@@ -48,6 +48,15 @@ func register(t *testing.T, name string, member *fleet.ControlPlane) {
 	}
 }
 
+// registerEngaged registers member as name until the test ends and waits
+// until the hub has engaged it.
+func registerEngaged(t *testing.T, name string, member *fleet.ControlPlane) *v1alpha1.MemberCluster {
+	t.Helper()
+	register(t, name, member)
+	t.Cleanup(func() { unregister(t, name) })
+	return expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+}
+
 func unregister(t *testing.T, name string) {
 	t.Helper()
 	secret := kubeconfig.NewSecret(hubNS, name, nil)
