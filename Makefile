@@ -13,7 +13,15 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 ASSETS = $(shell hack/control-plane.sh)
 # The Helm CLI built from its Go module (see hack/helm.sh), built once.
 HELM = $(shell hack/helm.sh)
-TEST_FLAGS ?= -race -timeout 20m
+# Flags of every test run of make test: the race detector, and -count=1 because
+# Go's test cache does not see the files that tests read through a subprocess
+# (the chart through helm, config/ through kustomize, hack/*.sh), so a cached
+# "ok" could hide a failure. TEST_FLAGS adds flags; it cannot drop these.
+TEST_FLAGS ?=
+GO_TEST_FLAGS = -race -count=1 -timeout 20m $(TEST_FLAGS)
+# Runs go test -json: fails when a test named with -want did not run, or when
+# any test skipped while CI=true; prints each package's time (hack/gotest).
+GOTEST := $(BIN)/gotest
 # The hub's fleet tests hold the manager to its promises in seconds (Unreachable
 # within a probe threshold, engagement within 15s, bounded re-engagement), so
 # make test runs them after the other packages, not beside them: the plugins
@@ -74,16 +82,27 @@ helm: ## Build the Helm CLI from its Go module into the cache (once) and print i
 	@hack/helm.sh
 
 .PHONY: test
-test: lint verify helm ## Run all tests against real API servers built from source.
-	KUBEBUILDER_ASSETS="$(ASSETS)" HELM="$(HELM)" $(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -vx '$(FLEET_TESTS)')
-	# The hub's fleet tests on their own, once nothing else builds or runs (see FLEET_TESTS).
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test $(TEST_FLAGS) $(FLEET_TESTS)
-	# The fairness timing test, built only without -race (see cmd/widgethub-bench/fairness_test.go).
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run TestQuietMemberIsServedDuringAFlood ./cmd/widgethub-bench/
-	# The partial failures' latency bounds, asserted without -race and on their own (see expectNoSlower).
-	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run '^(TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes|TestErrorsAndLatencyFromOneMemberDoNotSlowOthers)$$' $(FLEET_TESTS)
-	# The shared queue's Go benchmarks, at a few iterations, so that they keep building and running.
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 100x ./reconcilers/controller/fairqueue/
+test: lint verify $(GOTEST) ## Run all tests against real API servers built from source.
+	@case " $(TEST_FLAGS) " in *race*) echo "TEST_FLAGS may add flags, not change -race"; exit 2;; esac
+	@# Built here, not in $$(shell ...), so that a failed build fails the target.
+	@assets=$$(hack/control-plane.sh); helm=$$(hack/helm.sh); \
+	pkgs=$$($(GO) list ./...); pkgs=$$(grep -vx '$(FLEET_TESTS)' <<<"$$pkgs"); \
+	run() { echo "+ $$*"; KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" "$$@"; }; \
+	run $(GOTEST) -- $(GO_TEST_FLAGS) $$pkgs; \
+	: "The hub's fleet tests on their own, once nothing else builds or runs (see FLEET_TESTS)."; \
+	run $(GOTEST) -- $(GO_TEST_FLAGS) $(FLEET_TESTS); \
+	: "The fairness timing test, built only without -race (see cmd/widgethub-bench/fairness_test.go)."; \
+	run $(GOTEST) -want TestQuietMemberIsServedDuringAFlood -- -count=1 ./cmd/widgethub-bench/; \
+	: "The partial failures' latency bounds, asserted without -race and on their own (see expectNoSlower)."; \
+	run $(GOTEST) -want TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes,TestErrorsAndLatencyFromOneMemberDoNotSlowOthers -- -count=1 $(FLEET_TESTS); \
+	: "The shared queue's Go benchmarks, at a few iterations, so that they keep building and running."; \
+	run $(GO) test -count=1 -run '^$$' -bench . -benchtime 100x ./reconcilers/controller/fairqueue/
+
+.PHONY: gotest
+gotest: $(GOTEST) ## Build hack/gotest, the go test -json runner that make test uses.
+
+$(GOTEST): hack/gotest/main.go
+	$(GO) build -o $(GOTEST) ./hack/gotest
 
 ##@ Performance
 
