@@ -255,7 +255,12 @@ func checkCreateShape(t *testing.T, hub *widget.Reconciler, cp *fleet.ControlPla
 			d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: uuid.NewUUID()})
 		}, fenceOwnerReference},
 	} {
-		wantFenced(t, "create a Widget's Deployment with "+tc.what, thief.Create(ctx, dressed(tc.change)), tc.rule)
+		d := dressed(tc.change)
+		err := thief.Create(ctx, d)
+		wantFenced(t, "create a Widget's Deployment with "+tc.what, err, tc.rule)
+		if err == nil { // keep the next cases apart
+			_ = cp.Client.Delete(ctx, d)
+		}
 	}
 	if !strings.Contains(fenceReplicas, fmt.Sprint(v1alpha1.MaxWidgetReplicas)) {
 		t.Errorf("the policy's replica bound (%q) is not the Widget API's maximum %d", fenceReplicas, v1alpha1.MaxWidgetReplicas)
