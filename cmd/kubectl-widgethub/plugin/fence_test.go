@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -265,6 +266,20 @@ func checkCreateShape(t *testing.T, hub *widget.Reconciler, cp *fleet.ControlPla
 	if !strings.Contains(fenceReplicas, fmt.Sprint(v1alpha1.MaxWidgetReplicas)) {
 		t.Errorf("the policy's replica bound (%q) is not the Widget API's maximum %d", fenceReplicas, v1alpha1.MaxWidgetReplicas)
 	}
+	// What a member's mutating admission may add to harden every Deployment
+	// passes, as the Deployment the reconciler wrote does.
+	hardened := dressed(func(d *appsv1.Deployment) {
+		pod(d).AutomountServiceAccountToken = ptr.To(false)
+		pod(d).SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+		container(d).SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, ReadOnlyRootFilesystem: ptr.To(true)}
+		container(d).Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	})
+	if err := thief.Create(ctx, hardened); err != nil {
+		t.Errorf("create, as the hub, the reconciler's Deployment hardened by a member's mutating admission: %v", err)
+	}
+	_ = cp.Client.Delete(ctx, hardened)
 	if err := thief.Create(ctx, dressed(func(*appsv1.Deployment) {})); err != nil {
 		t.Errorf("create, as the hub, the Deployment the reconciler wrote: %v", err)
 	}

@@ -47,7 +47,8 @@ func joinCommand(g *globals) *cobra.Command {
 
   1. installs the Widget CRD in the member;
   2. installs the ValidatingAdmissionPolicy widgethub-member there (the hub may
-     write only Deployments owned by a Widget, none in kube-system), creates
+     write only the Deployments the Widget reconciler writes: Widget-owned,
+     one unprivileged container, none in kube-system), creates
      the ServiceAccount widgethub-system/widgethub-member, and the ClusterRole
      and ClusterRoleBinding widgethub-member: Widgets and their status,
      Deployments, Events and API discovery, nothing more; and the Role and
