@@ -248,6 +248,7 @@ func checkCreateShape(t *testing.T, hub *widget.Reconciler, cp *fleet.ControlPla
 		{"an unconfined AppArmor annotation", func(d *appsv1.Deployment) {
 			d.Spec.Template.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/widget": "unconfined"}
 		}, fencePodAnnotations},
+		{"a pod finalizer", func(d *appsv1.Deployment) { d.Spec.Template.Finalizers = []string{"example.com/never"} }, fencePodAnnotations},
 		{"more replicas than a Widget may ask for", func(d *appsv1.Deployment) {
 			d.Spec.Replicas = ptr.To[int32](v1alpha1.MaxWidgetReplicas + 1)
 		}, fenceReplicas},
