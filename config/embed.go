@@ -22,7 +22,8 @@ var MemberRole []byte
 
 // MemberAdmissionPolicy is the ValidatingAdmissionPolicy and its binding that
 // fence the hub's ServiceAccount in every member (member-rbac, written by
-// hand): it may write only Widget-owned Deployments, none in kube-system.
+// hand): it may write only the Deployments the Widget reconciler writes
+// (Widget-owned, of its shape, updates only of its own), none in kube-system.
 //
 //go:embed member-rbac/admission-policy.yaml
 var MemberAdmissionPolicy []byte

@@ -38,8 +38,12 @@ func Selector(w *v1alpha1.Widget) string {
 	return labels.SelectorFromSet(podLabels(w)).String()
 }
 
-// desiredDeployment is the Deployment a Widget asks for, as the fields widgethub owns.
-func desiredDeployment(w *v1alpha1.Widget) *appsv1ac.DeploymentApplyConfiguration {
+// DesiredDeployment is the Deployment a Widget asks for, as the fields
+// widgethub owns: what the reconciler applies, and all it applies. The member
+// admission policy (config/member-rbac/admission-policy.yaml) admits this
+// shape for the hub's identity and little else; the plugin's tests check the
+// two against each other.
+func DesiredDeployment(w *v1alpha1.Widget) *appsv1ac.DeploymentApplyConfiguration {
 	deployLabels := podLabels(w)
 	deployLabels[ManagedByLabel] = managedByValue
 	return appsv1ac.Deployment(w.Name, w.Namespace).

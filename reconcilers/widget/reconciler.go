@@ -131,7 +131,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cl cluster.Cluster, req mcre
 // applyDeployment writes the Widget's Deployment when the fields widgethub
 // owns differ, and tells whether it did.
 func (r *Reconciler) applyDeployment(ctx context.Context, cl cluster.Cluster, w *v1alpha1.Widget, current *appsv1.Deployment) (bool, error) {
-	desired := desiredDeployment(w)
+	desired := DesiredDeployment(w)
 	if current != nil && upToDate(current, desired) {
 		return false, nil
 	}

@@ -5,7 +5,7 @@
 //     and the least-privilege ClusterRole the hub needs there (the generated
 //     config/member-rbac role plus read access to discovery), fenced by a
 //     ValidatingAdmissionPolicy (config/member-rbac) so that it writes only
-//     Widget-owned Deployments, mints a token for it with the TokenRequest API,
+//     Deployments of the Widget reconciler's shape, mints a token for it with the TokenRequest API,
 //     bound to a Secret of this registration's own (token.go), and registers
 //     a kubeconfig built from that token and the member's CA as a labelled
 //     Secret on the hub.

@@ -22,7 +22,8 @@ const (
 	// ExitNotFound: no registration of that name.
 	ExitNotFound = 6
 	// ExitConflict: objects join would install exist in the member and join
-	// did not create them (pass --adopt to take them over).
+	// did not create them (pass --adopt to take them over), or the hub's Secret
+	// NAME is not a registration (join never replaces it).
 	ExitConflict = 7
 )
 

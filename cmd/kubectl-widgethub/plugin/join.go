@@ -47,7 +47,8 @@ func joinCommand(g *globals) *cobra.Command {
 
   1. installs the Widget CRD in the member;
   2. installs the ValidatingAdmissionPolicy widgethub-member there (the hub may
-     write only Deployments owned by a Widget, none in kube-system), creates
+     write only the Deployments the Widget reconciler writes: Widget-owned,
+     one unprivileged container, none in kube-system), creates
      the ServiceAccount widgethub-system/widgethub-member, and the ClusterRole
      and ClusterRoleBinding widgethub-member: Widgets and their status,
      Deployments, Events and API discovery, nothing more; and the Role and
@@ -62,6 +63,8 @@ func joinCommand(g *globals) *cobra.Command {
      annotated widgethub.io/renew-token=true: the hub renews the token itself
      before it expires (with the same lifetime, bound to the same Secret);
   5. with --overwrite, then revokes the token of the registration it replaced.
+     --overwrite replaces only a registration: a Secret NAME without the label
+     widgethub.io/kubeconfig=true is left alone (exit 7).
 
 join takes over no ServiceAccount, ClusterRole, ClusterRoleBinding, Role,
 RoleBinding or admission policy of those names that it did not create
@@ -82,7 +85,7 @@ address inside kind's Docker network) or --server.`,
 	f.StringVar(&o.server, "server", "", "API server address the hub uses to reach the member (default: the member kubeconfig's server).")
 	f.StringVar(&o.kind, "kind", "", "The member is a kind cluster: the hub reaches it at https://CLUSTER-control-plane:6443 (CLUSTER from a kind-CLUSTER context, else NAME).")
 	f.Lookup("kind").NoOptDefVal = kindFromContext
-	f.BoolVar(&o.overwrite, "overwrite", false, "Replace an existing registration of NAME.")
+	f.BoolVar(&o.overwrite, "overwrite", false, "Replace an existing registration of NAME (a Secret labelled widgethub.io/kubeconfig=true; join replaces no other Secret).")
 	f.BoolVar(&o.adopt, "adopt", false, "Take over a ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding or admission policy of join's names that join did not create: join updates it and unjoin --cleanup deletes it.")
 	f.DurationVar(&o.tokenTTL, "token-ttl", DefaultTokenTTL, "Requested lifetime of the hub's token (at least 10m); the hub renews it, with this lifetime, when half of it is left.")
 	return cmd
@@ -145,7 +148,8 @@ type joining struct {
 
 // preflight checks, before anything is written, that both clusters answer,
 // that the registration namespace exists on the hub and that NAME is free
-// (or --overwrite is set).
+// (or --overwrite is set and the Secret NAME is a registration: labelled
+// widgethub.io/kubeconfig=true; any other Secret is never replaced).
 func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, error) {
 	hub, err := o.loadHub()
 	if err != nil {
@@ -162,6 +166,11 @@ func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, err
 	existing, err := o.registration(ctx, hub, name)
 	if err != nil {
 		return nil, err
+	}
+	if existing != nil && existing.Labels[kubeconfig.SecretLabel] != "true" {
+		return nil, withCode(ExitConflict, "hub: Secret %s/%s exists and is not a widgethub registration (no label %s=true): "+
+			"join replaces only registrations, with --overwrite too; delete or rename that Secret, or choose another NAME",
+			o.registrationNamespace, name, kubeconfig.SecretLabel)
 	}
 	if existing != nil && !o.overwrite {
 		return nil, withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",

@@ -24,8 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +33,7 @@ import (
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/reconcilers/widget"
 )
 
 // The discovery rule join adds to the generated member role.
@@ -326,26 +325,17 @@ func adminWidget(t *testing.T, cp *fleet.ControlPlane, namespace, name string) *
 	return w
 }
 
-// widgetChild is w's Deployment as the Widget reconciler applies it.
+// widgetChild is w's Deployment as the Widget reconciler applies it, with
+// replicas: the reconciler's own DesiredDeployment.
 func widgetChild(w *v1alpha1.Widget, replicas int32) *appsv1ac.DeploymentApplyConfiguration {
-	labels := map[string]string{"app.kubernetes.io/name": "widget", "app.kubernetes.io/instance": w.Name}
-	return appsv1ac.Deployment(w.Name, w.Namespace).
-		WithLabels(labels).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "widgethub"}).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Widget").
-			WithName(w.Name).WithUID(w.UID).WithController(true).WithBlockOwnerDeletion(true)).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(replicas).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(labels).
-				WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("widget").WithImage("registry.k8s.io/pause:3.10")))))
+	w = w.DeepCopy()
+	w.Spec.Replicas = &replicas
+	return widget.DesiredDeployment(w)
 }
 
 // applyAsReconciler server-side applies d with the reconciler's field manager.
 func applyAsReconciler(ctx context.Context, c client.Client, d *appsv1ac.DeploymentApplyConfiguration) error {
-	return c.Apply(ctx, d, client.FieldOwner("widgethub"), client.ForceOwnership)
+	return c.Apply(ctx, d, client.FieldOwner(widget.FieldManager), client.ForceOwnership)
 }
 
 // isPolicyDenial reports whether err is the member admission policy's denial.

@@ -69,8 +69,9 @@ var memberUsername = "system:serviceaccount:" + MemberNamespace + ":" + MemberSe
 
 // MemberPolicy returns the ValidatingAdmissionPolicy and its binding
 // that join installs in a member (config/member-rbac/admission-policy.yaml):
-// the hub's ServiceAccount may create and update only Deployments that are
-// Widget children, and none in kube-system. The policy must match exactly
+// the hub's ServiceAccount may create and update only Deployments of the
+// shape the Widget reconciler writes (updates only of its own, keeping their
+// owner), and none in kube-system. The policy must match exactly
 // the requests of that ServiceAccount.
 func MemberPolicy() (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	policy := &admissionv1.ValidatingAdmissionPolicy{}
