@@ -3,7 +3,6 @@ package clusters_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +12,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -95,25 +92,4 @@ func startMember(t *testing.T) *fleet.ControlPlane {
 		}
 	})
 	return f.Member("member")
-}
-
-// An Event's note quotes what members chose (a Widget's name or image, an
-// error): PrintableRecorder passes it on printable and within the API
-// server's 1 KiB, formatted once.
-func TestPrintableRecorderBoundsNotes(t *testing.T) {
-	fake := events.NewFakeRecorder(2)
-	r := clusters.PrintableRecorder(fake)
-	r.Eventf(nil, nil, corev1.EventTypeNormal, "DeploymentCreated", "Apply", "Created Deployment %s with %d replicas of %s",
-		"cart", 2, "registry.k8s.io/pause:3.10")
-	r.Eventf(nil, nil, corev1.EventTypeWarning, "DeploymentFailed", "Reconcile", "%s", "image \x1b]0;owned\x07"+strings.Repeat("\u202e", 2048))
-	for _, want := range []string{
-		"Normal DeploymentCreated Created Deployment cart with 2 replicas of registry.k8s.io/pause:3.10",
-		"Warning DeploymentFailed image " + `\x1b]0;owned\x07\u202e`,
-	} {
-		got := <-fake.Events
-		note := strings.SplitN(got, " ", 3)[2]
-		if !strings.HasPrefix(got, want) || len(note) > v1alpha1.MaxMessageLength || strings.ContainsAny(note, "\x1b\x07\u202e") {
-			t.Errorf("recorded %q (%d bytes), want %q..., printable, within %d bytes", got, len(note), want, v1alpha1.MaxMessageLength)
-		}
-	}
 }

@@ -117,25 +117,10 @@ func (p *Provider) reconcile(ctx context.Context, sc *sourceController, req reco
 	obs := p.observe(ctx, name, reg, engagement{hash: hash, term: term}, current, parked, log)
 	p.renewToken(ctx, name, reg, &obs, log)
 	if err := p.recordStatus(ctx, reg.Owner, obs); err != nil {
-		return reconcile.Result{}, printable(errors.Join(obs.err, err))
+		return reconcile.Result{}, clusters.PrintableError(errors.Join(obs.err, err))
 	}
-	return obs.result, printable(obs.err)
+	return obs.result, clusters.PrintableError(obs.err)
 }
-
-// printable keeps err, which may quote the member, for errors.Is and As, but
-// shows its message printable and bounded (v1alpha1.TruncateMessage) in the
-// logs that print it.
-func printable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return printableError{err}
-}
-
-type printableError struct{ err error }
-
-func (e printableError) Error() string { return v1alpha1.TruncateMessage(e.err.Error()) }
-func (e printableError) Unwrap() error { return e.err }
 
 // observe acts on the registration given the member's current engagement
 // or parking, if any; next holds the registration's hash and the sharding

@@ -94,7 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		if member, ok := cl.(*clusters.Member); ok {
 			member.RecordReconcile(req.NamespacedName, err)
 		}
-		return result, err
+		return result, clusters.PrintableError(err) // it may quote the member
 	}
 	if errors.Is(err, multicluster.ErrClusterNotFound) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Member is no longer engaged; dropping the request")
