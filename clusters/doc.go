@@ -15,7 +15,9 @@
 // a member handed to another hub replica. MemberOptions.Gate is asked before
 // every request (a sharded hub refuses once its replica's term is over).
 //
-// Each Member's Events go through a budget (events.go). The per-member
+// Each Member's Events go through a budget (events.go), and their notes,
+// like the errors a reconciler returns, are printable and bounded (text.go:
+// PrintableRecorder, PrintableError): they quote what members chose. The per-member
 // Prometheus metrics (metrics.go, widgethub_member_*) live here too: the
 // provider records health and probes, the Widget reconciler its errors, the
 // Member its dropped Events, and ForgetMetrics removes a member's series when

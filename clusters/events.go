@@ -34,7 +34,7 @@ func (r budgetedRecorder) Eventf(regarding, related runtime.Object, eventtype, r
 		MemberEventsDropped.WithLabelValues(r.member.name).Inc()
 		return
 	}
-	r.next.Eventf(regarding, related, eventtype, reason, action, note, args...)
+	PrintableRecorder(r.next).Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 func newEventBudget() *rate.Limiter { return rate.NewLimiter(EventsPerSecond, EventBurst) }

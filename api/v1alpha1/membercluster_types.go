@@ -94,7 +94,10 @@ type MemberClusterStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// KubernetesVersion is the member API server's version, as last probed.
+	// KubernetesVersion is the member API server's version, as last probed:
+	// its gitVersion, made printable and cut to MaxVersionLength bytes
+	// (Printable), as the member chooses it.
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 
@@ -112,7 +115,9 @@ type MemberClusterStatus struct {
 	TokenExpiry *metav1.Time `json:"tokenExpiry,omitempty"`
 
 	// ServedBy is the id of the hub replica that serves the member when the
-	// hub is sharded (--sharding); empty otherwise.
+	// hub is sharded (--sharding); empty otherwise. It is a DNS-1123
+	// subdomain (MaxNameLength).
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ServedBy string `json:"servedBy,omitempty"`
 }

@@ -246,7 +246,7 @@ func (p *Provider) Register(mgr mcmanager.Manager, src Source) error {
 		p.hub = local.GetClient()
 		p.apiReader = local.GetAPIReader()
 		p.log = local.GetLogger().WithName("members")
-		p.recorder = local.GetEventRecorder("widgethub")
+		p.recorder = clusters.PrintableRecorder(local.GetEventRecorder("widgethub"))
 	}
 	sc := &sourceController{Source: src, provider: p, index: len(p.sources),
 		log:  p.log.WithValues("source", src.Kind()),

@@ -117,9 +117,9 @@ func (p *Provider) reconcile(ctx context.Context, sc *sourceController, req reco
 	obs := p.observe(ctx, name, reg, engagement{hash: hash, term: term}, current, parked, log)
 	p.renewToken(ctx, name, reg, &obs, log)
 	if err := p.recordStatus(ctx, reg.Owner, obs); err != nil {
-		return reconcile.Result{}, errors.Join(obs.err, err)
+		return reconcile.Result{}, clusters.PrintableError(errors.Join(obs.err, err))
 	}
-	return obs.result, obs.err
+	return obs.result, clusters.PrintableError(obs.err)
 }
 
 // observe acts on the registration given the member's current engagement
@@ -243,7 +243,7 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e 
 	if cfg.Contexts > 1 {
 		message += fmt.Sprintf(" (the current context of %d)", cfg.Contexts)
 	}
-	log.Info("Engaged member", "context", cfg.Context, "host", cfg.REST.Host, "version", version, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("Engaged member", "context", cfg.Context, "host", cfg.REST.Host, "version", v1alpha1.Printable(version, v1alpha1.MaxVersionLength), "took", time.Since(start).Round(time.Millisecond))
 	obs := observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: message,
 		version: version, widgets: p.countWidgets(ctx, member), result: reconcile.Result{RequeueAfter: p.opts.ProbeInterval}}
 	reg.probedAt, reg.probed = time.Now(), obs // engaging checked what a probe checks
@@ -288,7 +288,7 @@ func (p *Provider) probeNow(ctx context.Context, name multicluster.ClusterName, 
 	reg.failures++
 	reg.lastError = withoutMemberText(err)
 	if reg.failures < p.opts.FailureThreshold {
-		log.V(1).Info("Probe failed", "failures", reg.failures, "error", err.Error())
+		log.V(1).Info("Probe failed", "failures", reg.failures, "error", reg.lastError)
 		return observation{ready: true, reason: v1alpha1.MemberEngagedReason, message: "engaged; last probe failed: " + reg.lastError,
 			version: reg.version, widgets: p.countWidgets(ctx, reg.member), result: next}
 	}
@@ -363,8 +363,14 @@ func failed(err error) observation {
 }
 
 // withoutMemberText is err's message with the member's own words (the message
-// or body of an API error) replaced by the HTTP code and reason.
+// or body of an API error) replaced by the HTTP code and reason, made
+// printable and bounded as a condition's message (v1alpha1.TruncateMessage):
+// other errors may still quote the member (a certificate's names, say).
 func withoutMemberText(err error) string {
+	return v1alpha1.TruncateMessage(replaceAnswer(err))
+}
+
+func replaceAnswer(err error) string {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return err.Error()

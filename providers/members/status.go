@@ -65,7 +65,9 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if obs.version != "" {
-		status.KubernetesVersion = obs.version
+		// The member chooses its version: made printable and bounded
+		// before the write, so that the CRD's maxLength never refuses it.
+		status.KubernetesVersion = v1alpha1.Printable(obs.version, v1alpha1.MaxVersionLength)
 	}
 	if obs.widgets >= 0 {
 		status.Widgets = obs.widgets

@@ -75,7 +75,9 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 			if req == nil {
 				return base
 			}
-			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
+			// A hostile member may answer with any name: logged printable.
+			return base.WithValues("cluster", req.ClusterName, "namespace", v1alpha1.Printable(req.Namespace, v1alpha1.MaxNameLength),
+				"name", v1alpha1.Printable(req.Name, v1alpha1.MaxNameLength))
 		},
 	}, widgets, deployments)
 	return err
@@ -92,7 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		if member, ok := cl.(*clusters.Member); ok {
 			member.RecordReconcile(req.NamespacedName, err)
 		}
-		return result, err
+		return result, clusters.PrintableError(err) // it may quote the member
 	}
 	if errors.Is(err, multicluster.ErrClusterNotFound) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Member is no longer engaged; dropping the request")
@@ -142,7 +144,7 @@ func (r *Reconciler) applyDeployment(ctx context.Context, cl cluster.Cluster, w 
 	if current == nil {
 		action = "Created"
 	}
-	ctrl.LoggerFrom(ctx).Info(action+" Deployment", "replicas", w.DesiredReplicas(), "image", w.DesiredImage())
+	ctrl.LoggerFrom(ctx).Info(action+" Deployment", "replicas", w.DesiredReplicas(), "image", v1alpha1.TruncateMessage(w.DesiredImage()))
 	cl.GetEventRecorder(FieldManager).Eventf(w, nil, corev1.EventTypeNormal, "Deployment"+action, "Apply",
 		"%s Deployment %s with %d replicas of %s", action, w.Name, w.DesiredReplicas(), w.DesiredImage())
 	return true, nil

@@ -138,11 +138,12 @@ func deleteNamespaceIfOurs(ctx context.Context, m *cluster, out io.Writer) error
 	foreign, err := foreignObjects(ctx, m, MemberNamespace)
 	if err != nil {
 		fmt.Fprintf(out, "%s: kept Namespace %s: cannot tell whether it holds objects join did not create: %s\n",
-			m.role, MemberNamespace, clusters.FirstLine(err))
+			m.role, MemberNamespace, printable(clusters.FirstLine(err)))
 		return nil
 	}
 	if len(foreign) > 0 {
-		fmt.Fprintf(out, "%s: kept Namespace %s: it holds objects join did not create: %s\n", m.role, MemberNamespace, strings.Join(foreign, ", "))
+		fmt.Fprintf(out, "%s: kept Namespace %s: it holds objects join did not create: %s\n", m.role, MemberNamespace,
+			printable(strings.Join(foreign, ", ")))
 		return nil
 	}
 	err = m.client.Delete(ctx, ns, client.Preconditions{UID: ptr.To(ns.UID)})

@@ -140,9 +140,27 @@ func newTable(out io.Writer, header ...string) *tabwriter.Writer {
 	return tw
 }
 
+// row writes one line of a table. Cells hold what members chose (versions,
+// names, condition statuses), so each is printable and bounded first: a tab
+// or newline of a member cannot shift the table, nor an escape sequence reach
+// the terminal.
 func row(tw *tabwriter.Writer, cells ...string) {
+	for i, c := range cells {
+		cells[i] = v1alpha1.Printable(c, maxCell)
+	}
 	fmt.Fprintln(tw, strings.Join(cells, "\t"))
 }
+
+// The bounds of what the plugin prints of text it did not choose: a table
+// cell, and an error (which may quote a member's answer).
+const (
+	maxCell  = v1alpha1.MaxNameLength
+	maxError = 4 * v1alpha1.MaxMessageLength
+)
+
+// printable is text the plugin did not choose (an error, which may quote a
+// member's answer; names a member listed) as the plugin prints it.
+func printable(text string) string { return v1alpha1.Printable(text, maxError) }
 
 // age prints how long ago t was, as kubectl does.
 func age(t metav1.Time) string {

@@ -206,7 +206,8 @@ func (o *joinOptions) checkOwnership(ctx context.Context, member *cluster) error
 // policy, the ServiceAccount and its RBAC in the member.
 func (o *joinOptions) installInMember(ctx context.Context, j *joining) error {
 	out, m := o.stdout, j.member
-	fmt.Fprintf(out, "%s: joining context %q (%s), Kubernetes %s\n", m.role, m.context, m.config.Host, m.version)
+	fmt.Fprintf(out, "%s: joining context %q (%s), Kubernetes %s\n", m.role, m.context, m.config.Host,
+		v1alpha1.Printable(m.version, v1alpha1.MaxVersionLength))
 	if err := installCRD(ctx, m.client); err != nil {
 		return fmt.Errorf("%s: %w", m.role, err)
 	}

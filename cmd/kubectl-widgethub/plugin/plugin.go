@@ -104,7 +104,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 kubeconfig or context problem,
 		err = withCode(ExitUsage, "%w", err)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
+		fmt.Fprintf(stderr, "error: %s\n", printable(err.Error()))
 	}
 	return exitCode(err)
 }

@@ -129,7 +129,7 @@ func (o *widgetsOptions) print(results []memberWidgets) error {
 	// The table is written when flushed: the members that could not be read
 	// come after it, as docs/plugin.md says.
 	for _, r := range failed {
-		fmt.Fprintf(o.stderr, "error: cluster %q: %v\n", r.cluster, r.err)
+		fmt.Fprintf(o.stderr, "error: cluster %q: %s\n", r.cluster, printable(r.err.Error()))
 	}
 	if len(errs) > 0 {
 		return &exitError{code: exitCode(errs[0]), err: fmt.Errorf("%d of %d members could not be read", len(errs), len(results))}

@@ -1,0 +1,144 @@
+package plugin_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/kubeconfig"
+)
+
+// hostileText is what a member may choose to make a terminal lie: it clears
+// the screen, sets the window title, and turns the rest of the line around.
+const hostileText = "\x1b[2J\x1b]0;owned\x07\u202e"
+
+// expectNothingVerbatim fails if out holds a rune that a terminal acts on or
+// hides (an ESC, BEL, a bidi override).
+func expectNothingVerbatim(t *testing.T, what, out string) {
+	t.Helper()
+	if i := strings.IndexFunc(out, func(r rune) bool { return r == 0x1b || r == 0x07 || r == 0x202e }); i >= 0 {
+		t.Errorf("%s prints a member's control characters verbatim at byte %d: %q", what, i, out)
+	}
+}
+
+// A MemberCluster's status as a hub of another version, or anyone allowed to
+// write it, may leave it: what the plugin prints of it is escaped.
+func TestClustersPrintsNoMemberTextVerbatim(t *testing.T) {
+	ctx := context.Background()
+	mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "hostile-status",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "multicluster.x-k8s.io/v1alpha1", Kind: "ClusterProfile",
+			Name: "hostile-status", UID: types.UID("5f1c7c9e-0000-4000-8000-000000000002"), Controller: ptr.To(true)}}}}
+	if err := testFleet.Hub.Client.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, mc) })
+
+	// The CRD bounds the version: a member's whole answer cannot land there.
+	mc.Status.KubernetesVersion = strings.Repeat("v", v1alpha1.MaxVersionLength+1)
+	if err := testFleet.Hub.Client.Status().Update(ctx, mc); !apierrors.IsInvalid(err) {
+		t.Fatalf("a kubernetesVersion of %d bytes: %v, want it refused as invalid", v1alpha1.MaxVersionLength+1, err)
+	}
+	mc.Status = v1alpha1.MemberClusterStatus{
+		Conditions:        []metav1.Condition{{Type: v1alpha1.MemberReady, Status: metav1.ConditionTrue, Reason: v1alpha1.MemberEngagedReason, LastTransitionTime: metav1.Now()}},
+		KubernetesVersion: "v1.36.3" + hostileText, Widgets: 3, LastProbeTime: ptr.To(metav1.Now()),
+		ServedBy: "replica\tspoofed\n" + hostileText,
+	}
+	if err := testFleet.Hub.Client.Status().Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+
+	r := mustRun(t, "clusters")
+	expectNothingVerbatim(t, "clusters", r.stdout+r.stderr)
+	for _, cells := range rows(r.stdout) {
+		if cells[0] == "hostile-status" {
+			if got, want := strings.Join(cells[:8], " "), `hostile-status True Engaged v1.36.3\x1b[2J\x1b]0;owned\x07\u202e 3 (ClusterProfile) - replica\x09spoofed\x0a\x1b[2J\x1b]0;owned\x07\u202e`; got != want {
+				t.Errorf("row = %q\nwant  %q", got, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("clusters does not list the hostile MemberCluster:\n%s", r.stdout)
+}
+
+// A member answers a Widget list with names and statuses of its choosing,
+// and an error with a body of its choosing: widgets prints neither verbatim,
+// and prints the error bounded.
+func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
+	ctx := context.Background()
+	joinAlphaAndBeta(t)
+	alpha := testFleet.Member("alpha")
+	widgets := v1alpha1.WidgetList{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "WidgetList"},
+		Items: []v1alpha1.Widget{{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Widget"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop" + hostileText, Name: "cart\n" + hostileText, CreationTimestamp: metav1.Now()},
+			Spec:       v1alpha1.WidgetSpec{Replicas: ptr.To[int32](1)},
+			Status: v1alpha1.WidgetStatus{Conditions: []metav1.Condition{{Type: v1alpha1.WidgetReady,
+				Status: metav1.ConditionStatus("True" + hostileText), Reason: v1alpha1.WidgetAvailableReason}}},
+		}}}
+	listing := hostileFront(t, alpha, func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.HasSuffix(r.URL.Path, "/widgets") {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(widgets)
+		return true
+	})
+	failing := hostileFront(t, alpha, func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.HasSuffix(r.URL.Path, "/widgets") {
+			return false
+		}
+		// client-go quotes a body it cannot decode, but shows the message of
+		// a Status as it comes.
+		status := apierrors.NewInternalError(errors.New(strings.Repeat(hostileText, 1<<16))).ErrStatus // 1 MiB
+		status.APIVersion, status.Kind = "v1", "Status"
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(status)
+		return true
+	})
+	for name, front := range map[string]*fleet.Front{"hostile-names": listing, "hostile-error": failing} {
+		doc, err := front.Kubeconfig(alpha.Kubeconfig, "not-passed-on")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := kubeconfig.NewSecret(hubNS, name, doc)
+		if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
+	}
+
+	r := run(t, "widgets", "-A")
+	expectNothingVerbatim(t, "widgets", r.stdout+r.stderr)
+	want := `hostile-names shop\x1b[2J\x1b]0;owned\x07\u202e cart\x0a\x1b[2J\x1b]0;owned\x07\u202e 1 0 True\x1b[2J\x1b]0;owned\x07\u202e`
+	if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+		t.Errorf("widgets -A does not show the hostile member's Widget escaped as %q:\n%s", want, r.stdout)
+	}
+	if !strings.Contains(r.stderr, `error: cluster "hostile-error": list Widgets:`) {
+		t.Errorf("widgets -A does not report the member whose list failed:\n%s", r.stderr)
+	}
+	if len(r.stderr) > 8<<10 {
+		t.Errorf("widgets -A printed %d bytes on stderr for one member's error, want them bounded", len(r.stderr))
+	}
+}
+
+// hostileFront starts a fleet.Front before cp for the test.
+func hostileFront(t *testing.T, cp *fleet.ControlPlane, answer fleet.Answer) *fleet.Front {
+	t.Helper()
+	f, err := fleet.NewFront(cp, answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}

@@ -1,0 +1,97 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"unicode"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
+	"github.com/widgethub/widgethub/internal/fleet"
+)
+
+// terminalTricks clears the screen, sets the window title, and turns the
+// rest of the line around.
+const terminalTricks = "\x1b[2J\x1b]0;owned\x07\u202e"
+
+// A member whose /version answers a gitVersion full of escape sequences, of
+// 1 MiB and of 4 KiB (within any bound of the answer's size): its
+// MemberCluster is written (the CRD's maxLength does not refuse it), with a
+// version that is bounded and printable; no Event, no line of the manager's
+// logs and no line of the plugin's clusters command holds the member's
+// control characters or more than a few KiB of its text.
+func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
+	alpha := testFleet.Member("alpha")
+	logged := len(logs.String())
+	sizes := map[string]int{"hostile-version-1mib": 1 << 20, "hostile-version-4kib": 4 << 10}
+	for name, size := range sizes {
+		gitVersion := "v1.31.0" + strings.Repeat(terminalTricks, size/len(terminalTricks))
+		front, err := fleet.NewFront(alpha, func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path != "/version" {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(version.Info{GitVersion: gitVersion, Major: "1", Minor: "31"})
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(front.Close)
+		doc, err := front.Kubeconfig(alpha.Kubeconfig, "harmless-"+randomHex(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		registerData(t, name, map[string][]byte{"kubeconfig": doc})
+	}
+
+	for name := range sizes {
+		mc := expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+		got := mc.Status.KubernetesVersion
+		t.Logf("%s: kubernetesVersion %q (%d bytes)", name, got, len(got))
+		if len(got) > v1alpha1.MaxVersionLength || strings.IndexFunc(got, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			t.Errorf("%s: kubernetesVersion %q, want at most %d printable bytes", name, got, v1alpha1.MaxVersionLength)
+		}
+		if name == "hostile-version-4kib" && !strings.HasPrefix(got, `v1.31.0\x1b[2J`) {
+			t.Errorf("%s: kubernetesVersion %q, want the member's answer escaped", name, got)
+		}
+		NewWithT(t).Eventually(func(g Gomega) {
+			events := secretEvents(g, name)
+			g.Expect(events).NotTo(BeEmpty())
+			for _, e := range events {
+				g.Expect(e.Message).NotTo(ContainSubstring("\x1b"), "Event %s", e.Name)
+			}
+		}, eventually, poll).Should(Succeed())
+	}
+
+	// The manager's logs quote the version bounded too.
+	for line := range strings.Lines(logs.String()[logged:]) {
+		if strings.Contains(line, "hostile-version") && (len(line) > 4*v1alpha1.MaxMessageLength || strings.Contains(line, "\x1b")) {
+			t.Errorf("the manager logged %d bytes of a hostile member's text: %.300q...", len(line), line)
+		}
+	}
+
+	var stdout, stderr bytes.Buffer
+	kubeconfig := writeFile(t, t.TempDir(), "hub.kubeconfig", testFleet.Hub.Kubeconfig)
+	if code := plugin.Run(context.Background(), []string{"--kubeconfig", kubeconfig, "--registration-namespace", hubNS, "clusters"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("kubectl widgethub clusters: exit %d\n%s", code, stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	t.Logf("kubectl widgethub clusters:\n%s", out)
+	if strings.ContainsAny(out, "\x1b\x07\u202e") {
+		t.Errorf("kubectl widgethub clusters prints a member's control characters: %q", out)
+	}
+	for name := range sizes {
+		if !strings.Contains(out, name+" ") {
+			t.Errorf("kubectl widgethub clusters does not list %s", name)
+		}
+	}
+}
