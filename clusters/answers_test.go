@@ -112,9 +112,13 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 		{name: "/version endless body", path: "/version", answer: fleet.EndlessBody(`{"major":"1","gitVersion":"v1.\u001b[31m`),
 			do: func() error { _, err := h.member.Version(ctx); return err }, maxAlloc: 8 << 20},
 		{name: "endless Widget list", path: widgetsPath, answer: fleet.EndlessList("widgethub.io/v1alpha1", "Widget", "default"),
-			do: func() error { return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default")) }, maxAlloc: 6*responseLimit + 8<<20},
+			do: func() error {
+				return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))
+			}, maxAlloc: 6*responseLimit + 8<<20},
 		{name: "Widget list gzip bomb", path: widgetsPath, answer: fleet.GzipBomb(`{"kind":"WidgetList","items":[`, bomb),
-			do: func() error { return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default")) }, maxAlloc: 6*responseLimit + 8<<20},
+			do: func() error {
+				return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))
+			}, maxAlloc: 6*responseLimit + 8<<20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h.answer(t, tc.path, false, tc.answer)
