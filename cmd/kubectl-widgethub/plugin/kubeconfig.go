@@ -35,7 +35,7 @@ type target struct {
 type cluster struct {
 	role    string
 	context string
-	config *rest.Config
+	config  *rest.Config
 	// httpClient is client's, and follows no redirect.
 	httpClient *http.Client
 	client     client.Client
