@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -90,6 +92,46 @@ func TestIsRedirect(t *testing.T) {
 	for code, want := range map[int]bool{200: false, 300: true, 301: true, 302: true, 303: true, 304: false, 307: true, 308: true, 400: false} {
 		if got := isRedirect(code); got != want {
 			t.Errorf("isRedirect(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
+
+// recordingTransport answers 200 and remembers that it was asked.
+type recordingTransport struct{ asked int }
+
+func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.asked++
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
+}
+
+// Through a proxy the dialer sees only the proxy's address: the guard
+// checks the member's own host before the request leaves, and refuses a
+// metadata address, literal or named in a URL, unless link-local members
+// are allowed.
+func TestProxiedRequestsToRefusedDestinations(t *testing.T) {
+	viaProxy := func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy.example:3128") }
+	for _, tc := range []struct {
+		host           string
+		proxy          func(*http.Request) (*url.URL, error)
+		allowLinkLocal bool
+		refused        bool
+	}{
+		{"169.254.169.254", viaProxy, false, true},
+		{"[fd00:ec2::254]", viaProxy, false, true},
+		{"169.254.169.254", viaProxy, true, false},
+		{"169.254.169.254", nil, false, false}, // no proxy: the dialer checks it
+		{"127.0.0.1:6443", viaProxy, false, false},
+		{"localhost:6443", viaProxy, false, false},
+	} {
+		next := &recordingTransport{}
+		g := &answerGuard{maxBytes: 1 << 10, proxy: tc.proxy, allowLinkLocal: tc.allowLinkLocal, next: next}
+		req, err := http.NewRequest(http.MethodGet, "https://"+tc.host+"/version", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = g.RoundTrip(req)
+		if refused := errors.Is(err, ErrDestinationRefused); refused != tc.refused || (next.asked > 0) == tc.refused {
+			t.Errorf("%s (proxy %v, allowLinkLocal %v): err %v, sent %d; want refused=%v", tc.host, tc.proxy != nil, tc.allowLinkLocal, err, next.asked, tc.refused)
 		}
 	}
 }
