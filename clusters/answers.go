@@ -172,7 +172,9 @@ func (b *boundedBody) Close() error { return b.rc.Close() }
 // eventBound bounds each event of a watch stream: a protobuf stream by the
 // length of its frames, any other (JSON) by the bytes since the last
 // complete top-level JSON value, so that an endless or oversized event fails
-// with ErrResponseTooLarge before the decoder above buffers it.
+// with ErrResponseTooLarge before the decoder above buffers it. A CBOR
+// stream (client-go's ClientsAllowCBOR, off by default in v0.36) would be
+// counted as one value, and so fail after MaxEventBytes in all.
 type eventBound struct {
 	mu    sync.Mutex
 	rc    io.ReadCloser

@@ -63,7 +63,7 @@ func refuseHost(ctx context.Context, host string) error {
 	} else {
 		resolved, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
-			return nil // the proxy will not reach it either
+			return nil // not resolvable here: the proxy decides (docs/registration.md)
 		}
 		addrs = resolved
 	}
