@@ -215,13 +215,14 @@ func TestEndlessWatchEventFailsTheProbe(t *testing.T) {
 	if err := h.member.StartAndSync(ctx, 10*time.Second, &v1alpha1.Widget{}); err != nil {
 		t.Fatalf("StartAndSync: %v", err)
 	}
+	// The sync waited for the watch-list to fail and the list after it.
+	if watchLists.Load() == 0 {
+		t.Error("the cache synced without its watch-list (sendInitialEvents=true) reaching the member")
+	}
 	NewWithT(t).Eventually(func() error {
 		_, err := h.member.Preflight(ctx, 10*time.Second, &v1alpha1.Widget{})
 		return err
 	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(clusters.ErrResponseTooLarge))
-	if watchLists.Load() == 0 {
-		t.Error("the cache sent no watch-list (sendInitialEvents=true)")
-	}
 }
 
 // A member that answers with a redirect, to a plain-HTTP or an HTTPS host

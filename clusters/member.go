@@ -143,7 +143,13 @@ func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, ob
 	syncCtx, cancelSync := context.WithTimeout(ctx, syncTimeout)
 	defer cancelSync()
 	for _, obj := range objs {
-		if _, err := m.GetCache().GetInformer(syncCtx, obj); err != nil {
+		// GetInformer waits for the sync only once the cache has started,
+		// which the goroutine above may not have done yet: wait here too.
+		inf, err := m.GetCache().GetInformer(syncCtx, obj)
+		if err == nil && !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+			err = syncCtx.Err()
+		}
+		if err != nil {
 			m.Stop()
 			return m.syncError(obj, syncTimeout, err)
 		}
