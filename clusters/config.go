@@ -55,6 +55,10 @@ type ConfigOptions struct {
 	// RequestTimeout bounds every request to the member but watches; zero
 	// means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// MaxResponseBytes bounds each of the member's answers but watches
+	// (whose events MaxEventBytes bounds), after decompression; zero means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
 // DefaultRequestTimeout bounds a member request (watches excepted): a member
@@ -153,7 +157,8 @@ func ExecConfig(cfg *rest.Config, context string, opts ConfigOptions) (*Config, 
 
 // finish sets what every member config has, whatever its source: the
 // member's QPS and burst, the user agent, the environment's proxy, the
-// guarded dialer and the request bound.
+// guarded dialer, the request bound, and the guard of its answers (no
+// redirect, bounded bodies).
 func finish(cfg *rest.Config, context string, contexts int, opts ConfigOptions) *Config {
 	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	if cfg.QPS == 0 {
@@ -169,6 +174,15 @@ func finish(cfg *rest.Config, context string, contexts int, opts ConfigOptions) 
 	// with others, so its connections close when the member goes.
 	cfg.Proxy = http.ProxyFromEnvironment
 	cfg.Dial = Dialer(opts.AllowLinkLocal).DialContext
+	maxBytes := opts.MaxResponseBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxResponseBytes
+	}
+	// Directly above net/http's Transport, in every client built from cfg
+	// (informers and discovery included): see answerGuard.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &answerGuard{maxBytes: maxBytes, proxy: cfg.Proxy, allowLinkLocal: opts.AllowLinkLocal, next: rt}
+	})
 	timeout := opts.RequestTimeout
 	if timeout == 0 {
 		timeout = DefaultRequestTimeout

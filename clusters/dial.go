@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,27 @@ func refuseDestination(_, address string, _ syscall.RawConn) error {
 	for _, p := range refusedPrefixes {
 		if p.Contains(ip) {
 			return fmt.Errorf("%w: %s is a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip)
+		}
+	}
+	return nil
+}
+
+// refuseHost refuses host, a name or an address, when it is or resolves to
+// an address in refusedPrefixes.
+func refuseHost(ctx context.Context, host string) error {
+	addrs := []netip.Addr{}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = append(addrs, ip)
+	} else {
+		resolved, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil // not resolvable here: the proxy decides (docs/registration.md)
+		}
+		addrs = resolved
+	}
+	for _, ip := range addrs {
+		if err := refuseDestination("", netip.AddrPortFrom(ip, 0).String(), nil); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -15,6 +15,13 @@
 // a member handed to another hub replica. MemberOptions.Gate is asked before
 // every request (a sharded hub refuses once its replica's term is over).
 //
+// A member's answers are untrusted (answers.go): every client built from a
+// member's config refuses redirects (ErrRedirectRefused) and bounds each
+// answer, and each watch event, after decompression (ErrResponseTooLarge);
+// a refusal met in a watch or a reconcile is reported by the next Preflight.
+// Through a proxy, the member's host is checked against the dialer's refused
+// destinations before the request leaves.
+//
 // Each Member's Events go through a budget (events.go), and their notes,
 // like the errors a reconciler returns, are printable and bounded (text.go:
 // PrintableRecorder, PrintableError): they quote what members chose. The per-member

@@ -55,6 +55,9 @@ type Member struct {
 	gate func() error
 	// requests counts the requests in flight, so that Drain can wait for them.
 	requests inFlight
+	// refused is the latest answer refused as too large or a redirect, until
+	// Preflight reports it.
+	refused atomic.Pointer[error]
 
 	mu       sync.Mutex
 	ctx      context.Context
@@ -98,6 +101,7 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member %q: http client: %w", name, err)
 	}
+	httpClient.CheckRedirect = refuseRedirect
 	m.httpClient = httpClient
 	cl, err := cluster.New(restCfg, func(o *cluster.Options) {
 		o.Scheme = opts.Scheme
@@ -139,7 +143,13 @@ func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, ob
 	syncCtx, cancelSync := context.WithTimeout(ctx, syncTimeout)
 	defer cancelSync()
 	for _, obj := range objs {
-		if _, err := m.GetCache().GetInformer(syncCtx, obj); err != nil {
+		// GetInformer waits for the sync only once the cache has started,
+		// which the goroutine above may not have done yet: wait here too.
+		inf, err := m.GetCache().GetInformer(syncCtx, obj)
+		if err == nil && !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+			err = syncCtx.Err()
+		}
+		if err != nil {
 			m.Stop()
 			return m.syncError(obj, syncTimeout, err)
 		}
@@ -159,6 +169,10 @@ func (m *Member) syncError(obj client.Object, timeout time.Duration, err error) 
 	m.mu.Lock()
 	last := m.watchErr
 	m.mu.Unlock()
+	if refused := m.takeRefusal(); refused != nil {
+		// The watch's decoder keeps only the text of the error it read.
+		last = refused
+	}
 	if last != nil {
 		return fmt.Errorf("%w: %s within %s: %w", ErrSyncTimeout, kind, timeout, last)
 	}
@@ -285,7 +299,47 @@ func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.Clone(req.Context())
 		req.Header.Set("Authorization", "Bearer "+*token)
 	}
-	return s.next.RoundTrip(req)
+	resp, err := s.next.RoundTrip(req)
+	if isProbe(req) {
+		return resp, err
+	}
+	if err != nil {
+		s.member.noteRefusal(err)
+		return nil, err
+	}
+	resp.Body = &refusalNoter{ReadCloser: resp.Body, member: s.member}
+	return resp, nil
+}
+
+// noteRefusal remembers err if it refuses an answer of the member, so that
+// a refusal in a watch or a reconcile, whose errors are not the probe's,
+// still reaches the member's status (see takeRefusal).
+func (m *Member) noteRefusal(err error) {
+	if errors.Is(err, ErrResponseTooLarge) || errors.Is(err, ErrRedirectRefused) {
+		m.refused.Store(&err)
+	}
+}
+
+// takeRefusal returns, and forgets, the latest refusal noted.
+func (m *Member) takeRefusal() error {
+	if err := m.refused.Swap(nil); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// refusalNoter notes the refusals its body's reads fail with.
+type refusalNoter struct {
+	io.ReadCloser
+	member *Member
+}
+
+func (r *refusalNoter) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		r.member.noteRefusal(err)
+	}
+	return n, err
 }
 
 // SetToken makes the member's next requests carry token instead of its

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -23,13 +25,15 @@ import (
 var ErrNotReady = errors.New("API server not ready")
 
 // Version asks the member's API server for its version. It is the health
-// probe: cheap, served to any authenticated client, bounded by ctx.
+// probe: cheap, served to any authenticated client, bounded by ctx. An
+// answer over MaxVersionBytes fails with ErrResponseTooLarge; the version is
+// cut to MaxVersionLength bytes.
 func (m *Member) Version(ctx context.Context) (string, error) {
 	rc, err := m.unversionedClient()
 	if err != nil {
 		return "", err
 	}
-	raw, err := rc.Get().AbsPath("/version").Do(ctx).Raw()
+	raw, err := rc.Get().AbsPath("/version").Do(probeContext(ctx, MaxVersionBytes)).Raw()
 	if err != nil {
 		return "", err
 	}
@@ -37,7 +41,32 @@ func (m *Member) Version(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return "", fmt.Errorf("decode /version: %w", err)
 	}
-	return info.GitVersion, nil
+	return cut(info.GitVersion, MaxVersionLength), nil
+}
+
+// cut shortens s to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+type probeKey struct{}
+
+// probeContext marks the requests made with it as the probe's own, whose
+// refusals the probe reports itself (see Member.noteRefusal), and bounds
+// their answers to limit bytes.
+func probeContext(ctx context.Context, limit int64) context.Context {
+	return withResponseLimit(context.WithValue(ctx, probeKey{}, true), limit)
+}
+
+func isProbe(req *http.Request) bool {
+	probe, _ := req.Context().Value(probeKey{}).(bool)
+	return probe
 }
 
 func (m *Member) unversionedClient() (*rest.RESTClient, error) {
@@ -53,7 +82,7 @@ func (m *Member) ready(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := rc.Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+	if err := rc.Get().AbsPath("/readyz").Do(probeContext(ctx, maxReadyzBytes)).Error(); err != nil {
 		return fmt.Errorf("%w (/readyz): %w", ErrNotReady, err)
 	}
 	return nil
@@ -64,8 +93,11 @@ func (m *Member) ready(ctx context.Context) error {
 // of objs (else ErrKindMissing, also when listing them answers 404) and lets
 // the operator list them. Each step (version, readiness, each list) is
 // bounded by stepTimeout on its own; discovery is bounded by the member's
-// request timeout. It returns the member's version. Errors from the API server
-// keep their type, so callers can tell 401 and 403 apart with apierrors.
+// request timeout. Last, it fails with the latest answer of the member that
+// was refused since the previous Preflight (ErrResponseTooLarge,
+// ErrRedirectRefused), in a watch or any other request. It returns the
+// member's version. Errors from the API server keep their type, so callers
+// can tell 401 and 403 apart with apierrors.
 func (m *Member) Preflight(ctx context.Context, stepTimeout time.Duration, objs ...client.Object) (string, error) {
 	step := func(do func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(ctx, stepTimeout)
@@ -95,7 +127,7 @@ func (m *Member) Preflight(ctx context.Context, stepTimeout time.Duration, objs 
 			return v, err
 		}
 		err = step(func(ctx context.Context) error {
-			return m.GetAPIReader().List(ctx, list.(client.ObjectList), client.Limit(1))
+			return m.GetAPIReader().List(probeContext(ctx, DefaultMaxResponseBytes), list.(client.ObjectList), client.Limit(1))
 		})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -105,6 +137,9 @@ func (m *Member) Preflight(ctx context.Context, stepTimeout time.Duration, objs 
 		case err != nil:
 			return v, fmt.Errorf("list %s: %w", gvk.GroupKind(), err)
 		}
+	}
+	if err := m.takeRefusal(); err != nil {
+		return v, fmt.Errorf("an answer was refused since the last probe: %w", err)
 	}
 	return v, nil
 }

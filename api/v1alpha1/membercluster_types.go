@@ -35,6 +35,13 @@ const (
 	// MemberNoAccessProviderReason: the ClusterProfile names no access
 	// provider that the hub's administrator configured; nothing was run.
 	MemberNoAccessProviderReason = "NoAccessProvider"
+	// MemberResponseTooLargeReason: an answer of the member (or one event of
+	// a watch) was larger than the hub accepts, counted after decompression;
+	// it was not read further (clusters.ErrResponseTooLarge).
+	MemberResponseTooLargeReason = "ResponseTooLarge"
+	// MemberRedirectRefusedReason: the member answered with a redirect, which
+	// the hub never follows (clusters.ErrRedirectRefused).
+	MemberRedirectRefusedReason = "RedirectRefused"
 
 	// MemberNameConflict is True on the MemberCluster of a member whose name
 	// another registration claims too (a ClusterProfile named like a
@@ -53,8 +60,8 @@ const (
 	// engaged, or its Widgets reconciled, without a change by a user: to the
 	// registration Secret, the member's RBAC, its CRDs or what refuses its
 	// writes. Its reason is Ready's: InvalidKubeconfig, ExecPluginRefused,
-	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded
-	// or NoAccessProvider.
+	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded,
+	// NoAccessProvider, ResponseTooLarge or RedirectRefused.
 	MemberStalled = "Stalled"
 	// MemberEngagingReason (Reconciling): the hub is checking the member and
 	// starting its caches with a new kubeconfig.

@@ -31,8 +31,8 @@ import (
 // Fault is what an HTTPProxy does to the requests it matches instead of
 // forwarding them as they come. The zero Fault forwards every request.
 //
-// The faults apply in this order: BlackHole, Reset, Latency, then Status or
-// forwarding. With Match nil, BlackHole and Reset apply to connections, not
+// The faults apply in this order: BlackHole, Reset, Latency, then Status,
+// Answer or forwarding. With Match nil, BlackHole and Reset apply to connections, not
 // only requests: every connection, open or new, stops carrying bytes in
 // either direction (a black hole: accepted, never answered, watch streams
 // stall, HTTP/2 pings go unanswered) or is reset.
@@ -53,13 +53,16 @@ type Fault struct {
 	Status int
 	// RetryAfter is sent as the Retry-After header (whole seconds) with Status.
 	RetryAfter time.Duration
+	// Answer, when set, answers each matched request in the member's place
+	// (a hostile member: see hostile.go) instead of forwarding it.
+	Answer http.Handler
 }
 
 // allConnections reports whether the fault applies to connections as a whole.
 func (f Fault) allConnections() bool { return f.Match == nil }
 
 func (f Fault) matches(r *http.Request) bool {
-	if !f.BlackHole && !f.Reset && f.Latency == 0 && f.Status == 0 {
+	if !f.BlackHole && !f.Reset && f.Latency == 0 && f.Status == 0 && f.Answer == nil {
 		return false // no fault
 	}
 	return f.Match == nil || f.Match(r)
@@ -218,6 +221,13 @@ func selfSignedLoopbackCert() (tls.Certificate, []byte, error) {
 // URL is the proxy's https:// address.
 func (p *HTTPProxy) URL() string { return p.url }
 
+// Certificate is the certificate and key the proxy presents: another server
+// that presents it (NewRecorder) is trusted wherever the proxy is.
+func (p *HTTPProxy) Certificate() *tls.Certificate {
+	cert := p.srv.TLSConfig.Certificates[0]
+	return &cert
+}
+
 // CAData is the PEM certificate the proxy presents, to trust as a CA.
 func (p *HTTPProxy) CAData() []byte { return slices.Clone(p.caPEM) }
 
@@ -347,6 +357,10 @@ func (p *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.Status != 0 {
 		writeStatus(w, f.Status, f.RetryAfter, "injected by the fleet proxy")
+		return
+	}
+	if f.Answer != nil {
+		f.Answer.ServeHTTP(w, r)
 		return
 	}
 	p.proxy.ServeHTTP(&stallingWriter{ResponseWriter: w, p: p, r: r}, r)

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/widgethub/widgethub/clusters"
 )
@@ -89,4 +97,28 @@ func (cp *ControlPlane) serviceAccountKey() (*ecdsa.PrivateKey, error) {
 		return nil, fmt.Errorf("service account key of %q is a %T, not ECDSA", cp.Name, parsed)
 	}
 	return key, nil
+}
+
+// AdminToken is a one-hour token of a ServiceAccount called name in the
+// default namespace, bound to cluster-admin (both made when missing): a
+// bearer token that passes a TLS-terminating HTTPProxy, which a client
+// certificate cannot.
+func (cp *ControlPlane) AdminToken(ctx context.Context, name string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+	if err := cp.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create ServiceAccount %s: %w", name, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: sa.Namespace, Name: sa.Name}},
+	}
+	if err := cp.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create ClusterRoleBinding %s: %w", name, err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := cp.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("mint a token for ServiceAccount %s: %w", name, err)
+	}
+	return tr.Status.Token, nil
 }

@@ -349,6 +349,12 @@ func failed(err error) observation {
 		obs.reason = v1alpha1.MemberUnsafeKubeconfigReason
 		obs.message = "the server's address is refused: " + obs.message
 		obs.err = reconcile.TerminalError(err)
+	case errors.Is(err, clusters.ErrResponseTooLarge):
+		obs.reason = v1alpha1.MemberResponseTooLargeReason
+		obs.message = "an answer of the member was larger than the hub accepts and was not read further: " + obs.message
+	case errors.Is(err, clusters.ErrRedirectRefused):
+		obs.reason = v1alpha1.MemberRedirectRefusedReason
+		obs.message = "the member answered with a redirect, which the hub never follows: " + obs.message
 	case errors.Is(err, clusters.ErrKindMissing):
 		obs.reason = v1alpha1.MemberWidgetCRDMissingReason
 		obs.message = "the member does not serve the Widget API (install the widgets.widgethub.io CRD there): " + obs.message

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -35,7 +36,9 @@ type cluster struct {
 	role    string
 	context string
 	config  *rest.Config
-	client  client.Client
+	// httpClient is client's, and follows no redirect.
+	httpClient *http.Client
+	client     client.Client
 	// version is the API server's version, set by ping.
 	version string
 }
@@ -75,11 +78,19 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	// kubectl's own limits: client-go's 5 QPS would make unjoin --cleanup's
 	// look through every kind in the namespace take seconds.
 	cfg.QPS, cfg.Burst = 50, 300
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	// A redirect would take the context's credentials to the host it
+	// names: refused in every client built from cfg, and by this one.
+	cfg.Wrap(clusters.RedirectRefusing)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: client for context %q: %w", t.role, name, err)
 	}
-	return &cluster{role: t.role, context: name, config: cfg, client: c}, nil
+	clusters.RefuseRedirects(hc)
+	c, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc})
+	if err != nil {
+		return nil, fmt.Errorf("%s: client for context %q: %w", t.role, name, err)
+	}
+	return &cluster{role: t.role, context: name, config: cfg, httpClient: hc, client: c}, nil
 }
 
 func contextNames(raw *clientcmdapi.Config) string {
@@ -107,7 +118,7 @@ func (t target) connect(timeout time.Duration) (*cluster, error) {
 // the address, the CA and the credentials. A server that does not answer is
 // an ExitUnreachable error.
 func (c *cluster) ping() error {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(c.config, c.httpClient)
 	if err != nil {
 		return fmt.Errorf("%s: discovery client: %w", c.role, err)
 	}
@@ -121,6 +132,9 @@ func (c *cluster) ping() error {
 	case apierrors.IsForbidden(err):
 		// The server answered: it is reachable even though /version is closed to this user.
 		return nil
+	case errors.Is(err, clusters.ErrRedirectRefused):
+		return withCode(ExitUnreachable, "%s: the API server at %s (context %q) answers with a redirect, which widgethub never follows",
+			c.role, c.config.Host, c.context)
 	default:
 		return withCode(ExitUnreachable, "%s: cannot reach the API server at %s (context %q): %s",
 			c.role, c.config.Host, c.context, describeNetError(err))

@@ -1,0 +1,296 @@
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// ErrResponseTooLarge is wrapped when a member's answer is larger than the
+// hub accepts (MaxResponseBytes for an answer, MaxEventBytes for one watch
+// event, counted after decompression): the request fails, its connection is
+// closed, and nothing more of the answer is read.
+var ErrResponseTooLarge = errors.New("member answer too large")
+
+// ErrRedirectRefused is wrapped when a member answers with a redirect (a 3xx
+// status but 304): the hub never follows one, since the next hop would get
+// the member's credentials and, for a 307 or 308, a replay of the request.
+var ErrRedirectRefused = errors.New("member answered with a redirect")
+
+// Bounds of a member's answers, counted after decompression.
+const (
+	// DefaultMaxResponseBytes bounds one answer but a watch: a page of a
+	// paged list, or a whole list served from the API server's watch cache
+	// (resourceVersion=0 ignores limit; the reflector only falls back to
+	// such a list when the member refuses a streaming watch-list), and any
+	// single object. kube-apiserver stores objects of at most ~1.5 MiB
+	// (etcd's request limit) and accepts request bodies of at most 3 MiB:
+	// 64 MiB holds the largest object twenty times over, or about 30,000
+	// Widgets of 2 KiB in one list.
+	DefaultMaxResponseBytes = 64 << 20
+	// MaxEventBytes bounds one event of a watch stream (a JSON value or a
+	// protobuf frame), not the stream, which lives as long as the watch: an
+	// event holds one object, so more than twice the largest object an API
+	// server accepts.
+	MaxEventBytes = 8 << 20
+	// MaxVersionBytes bounds the answer to /version (about 400 bytes from a
+	// real API server) and MaxVersionLength the gitVersion taken from it.
+	MaxVersionBytes  = 4 << 10
+	MaxVersionLength = 64
+	// maxReadyzBytes bounds the answer to /readyz ("ok", or its checks).
+	maxReadyzBytes = 64 << 10
+)
+
+// answerGuard sits directly above net/http's Transport in every client built
+// from a member's config (finish installs it with rest.Config.Wrap, below
+// client-go's authentication), so the bodies it sees are already
+// decompressed. It refuses redirects, bounds answers, and refuses a request
+// that would go through a proxy to a refused destination.
+//
+// net/http's transparent gzip stays on: kube-apiserver compresses answers
+// over 128 KiB (lists, discovery), which a member across a WAN sends about
+// ten times smaller, and since the bounds count decompressed bytes a
+// compression bomb costs at most the bound's worth of decompression per
+// request, not memory.
+type answerGuard struct {
+	// maxBytes bounds an answer but a watch's; zero bounds none.
+	maxBytes int64
+	// proxy is the config's proxy function; allowLinkLocal its destinations'.
+	proxy          func(*http.Request) (*url.URL, error)
+	allowLinkLocal bool
+	next           http.RoundTripper
+}
+
+func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := g.checkProxied(req); err != nil {
+		return nil, err
+	}
+	resp, err := g.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if isRedirect(resp.StatusCode) {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: %d %s to %s %s (widgethub never follows a member's redirect)",
+			ErrRedirectRefused, resp.StatusCode, http.StatusText(resp.StatusCode), req.Method, req.URL.Path)
+	}
+	switch {
+	case g.maxBytes <= 0:
+	case isWatch(req) && resp.StatusCode == http.StatusOK:
+		resp.Body = newEventBound(resp.Body, resp.Header.Get("Content-Type"), MaxEventBytes)
+	default:
+		limit := g.maxBytes
+		if l, ok := req.Context().Value(limitKey{}).(int64); ok && l < limit {
+			limit = l
+		}
+		resp.Body = &boundedBody{rc: resp.Body, left: limit, limit: limit}
+	}
+	return resp, nil
+}
+
+// WrappedRoundTripper lets client-go's utilities reach the transport below.
+func (g *answerGuard) WrappedRoundTripper() http.RoundTripper { return g.next }
+
+// isRedirect tells the statuses net/http would follow, and any other 3xx
+// but 304 Not Modified (not a redirect): an API server answers none.
+func isRedirect(code int) bool {
+	return code >= 300 && code < 400 && code != http.StatusNotModified
+}
+
+// refuseRedirect is an http.Client's CheckRedirect: should a redirect get
+// past the transport, it is still not followed.
+func refuseRedirect(req *http.Request, via []*http.Request) error {
+	code := 0
+	if req.Response != nil {
+		code = req.Response.StatusCode
+	}
+	return fmt.Errorf("%w: %d %s", ErrRedirectRefused, code, http.StatusText(code))
+}
+
+// RefuseRedirects makes c follow no redirect: every round trip that answers
+// one fails with ErrRedirectRefused, below client-go's authentication, and
+// so does c itself should one get past its transport. For clients built
+// from a config that RESTConfig did not make (the plugin's kubeconfigs).
+func RefuseRedirects(c *http.Client) {
+	c.CheckRedirect = refuseRedirect
+}
+
+// RedirectRefusing wraps rt so that an answer with a redirect fails with
+// ErrRedirectRefused: for rest.Config.Wrap.
+func RedirectRefusing(rt http.RoundTripper) http.RoundTripper {
+	return &answerGuard{next: rt, allowLinkLocal: true}
+}
+
+type limitKey struct{}
+
+// withResponseLimit narrows the bound of the answers to the requests made
+// with the returned context to limit bytes.
+func withResponseLimit(ctx context.Context, limit int64) context.Context {
+	return context.WithValue(ctx, limitKey{}, limit)
+}
+
+func tooLarge(limit int64, what string) error {
+	return fmt.Errorf("%w: %s is larger than %d bytes (after decompression); not read further", ErrResponseTooLarge, what, limit)
+}
+
+// boundedBody fails with ErrResponseTooLarge, and closes the body it wraps,
+// once more than limit bytes are read.
+type boundedBody struct {
+	mu    sync.Mutex
+	rc    io.ReadCloser
+	left  int64
+	limit int64
+	err   error
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return 0, b.err
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one byte past the bound tells it is passed
+	}
+	n, err := b.rc.Read(p)
+	if int64(n) > b.left {
+		b.err = tooLarge(b.limit, "the answer")
+		_ = b.rc.Close() // no draining: the connection goes
+		return int(b.left), b.err
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
+
+// eventBound bounds each event of a watch stream: a protobuf stream by the
+// length of its frames, any other (JSON) by the bytes since the last
+// complete top-level JSON value, so that an endless or oversized event fails
+// with ErrResponseTooLarge before the decoder above buffers it. A CBOR
+// stream (client-go's ClientsAllowCBOR, off by default in v0.36) would be
+// counted as one value, and so fail after MaxEventBytes in all.
+type eventBound struct {
+	mu    sync.Mutex
+	rc    io.ReadCloser
+	limit int64
+	err   error
+	// scan consumes p and returns how many of its bytes stay within the bound.
+	scan func(p []byte) (int, bool)
+}
+
+func newEventBound(rc io.ReadCloser, contentType string, limit int64) *eventBound {
+	e := &eventBound{rc: rc, limit: limit}
+	if strings.HasPrefix(contentType, "application/vnd.kubernetes.protobuf") {
+		e.scan = (&frameScan{limit: limit}).scan
+	} else {
+		e.scan = (&jsonScan{limit: limit}).scan
+	}
+	return e
+}
+
+func (e *eventBound) Read(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.rc.Read(p)
+	if ok, passed := e.scan(p[:n]); !passed {
+		e.err = tooLarge(e.limit, "a watch event")
+		_ = e.rc.Close()
+		return ok, e.err
+	}
+	return n, err
+}
+
+func (e *eventBound) Close() error { return e.rc.Close() }
+
+// jsonScan counts the bytes of the JSON value under way, and of the
+// whitespace before it: a stream of JSON values, as a watch sends them.
+type jsonScan struct {
+	limit, n         int64
+	depth            int
+	inString, escape bool
+}
+
+func (s *jsonScan) scan(p []byte) (int, bool) {
+	for i, c := range p {
+		s.n++
+		if s.n > s.limit {
+			return i, false
+		}
+		switch {
+		case s.inString:
+			switch {
+			case s.escape:
+				s.escape = false
+			case c == '\\':
+				s.escape = true
+			case c == '"':
+				s.inString = false
+			}
+		case c == '"':
+			s.inString = true
+		case c == '{' || c == '[':
+			s.depth++
+		case c == '}' || c == ']':
+			if s.depth--; s.depth <= 0 {
+				s.depth, s.n = 0, 0 // one value complete
+			}
+		}
+	}
+	return len(p), true
+}
+
+// frameScan follows the 4-byte big-endian length prefixes of a protobuf
+// watch stream and refuses a frame longer than limit.
+type frameScan struct {
+	limit int64
+	// header holds the bytes of a length prefix read so far; left is what
+	// remains of the frame under way.
+	header []byte
+	left   int64
+}
+
+func (s *frameScan) scan(p []byte) (int, bool) {
+	for i := 0; i < len(p); {
+		if s.left > 0 {
+			step := min(s.left, int64(len(p)-i))
+			s.left -= step
+			i += int(step)
+			continue
+		}
+		s.header = append(s.header, p[i])
+		i++
+		if len(s.header) == 4 {
+			size := int64(s.header[0])<<24 | int64(s.header[1])<<16 | int64(s.header[2])<<8 | int64(s.header[3])
+			s.header = s.header[:0]
+			if size > s.limit {
+				return i, false
+			}
+			s.left = size
+		}
+	}
+	return len(p), true
+}
+
+// checkProxied refuses a request that would go through a proxy to a member
+// whose name resolves to a refused address. The dialer sees only the proxy's
+// address then; this check sees what the name resolves to here, which the
+// proxy resolves again on its own (see docs/registration.md).
+func (g *answerGuard) checkProxied(req *http.Request) error {
+	if g.allowLinkLocal || g.proxy == nil {
+		return nil
+	}
+	proxy, err := g.proxy(req)
+	if err != nil || proxy == nil {
+		return nil // net/http reports a broken proxy setting itself
+	}
+	return refuseHost(req.Context(), req.URL.Hostname())
+}

@@ -1,0 +1,60 @@
+package plugin_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
+	"github.com/widgethub/widgethub/internal/fleet"
+)
+
+// join and unjoin follow no redirect of a member: a member answering 302 or
+// 307 to another host (plain HTTP, or HTTPS that the member's CA signs) is
+// reported unreachable, and the other host receives nothing.
+func TestPluginFollowsNoRedirect(t *testing.T) {
+	alpha := testFleet.Member("alpha")
+	adminToken := clusterAdminToken(t, alpha)
+	proxy, err := fleet.NewHTTPProxy(alpha.Config.Host, alpha.Config.CAData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	doc, err := proxy.Kubeconfig(alpha.Kubeconfig, adminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memberKubeconfig := filepath.Join(t.TempDir(), "alpha-redirecting.kubeconfig")
+	if err := os.WriteFile(memberKubeconfig, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, https := range []bool{false, true} {
+		for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
+			t.Run(fmt.Sprintf("%d https=%v", code, https), func(t *testing.T) {
+				rec := fleet.NewRecorder(nil)
+				if https {
+					rec.Close()
+					rec = fleet.NewRecorder(proxy.Certificate())
+				}
+				defer rec.Close()
+				proxy.Set(fleet.Fault{Answer: fleet.Redirect(code, rec.URL())})
+				defer proxy.Clear()
+				for _, args := range [][]string{
+					{"join", "redirected", "--member-kubeconfig", memberKubeconfig},
+					{"unjoin", "redirected", "--member-kubeconfig", memberKubeconfig},
+				} {
+					r := run(t, args...)
+					if r.code != plugin.ExitUnreachable || !strings.Contains(r.stderr, "redirect") {
+						t.Errorf("%s against a redirecting member: %s", args[0], r)
+					}
+				}
+				if all, withAuth := rec.Requests(); all != 0 {
+					t.Errorf("the other host received %d requests, %d with an Authorization header", all, withAuth)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package app_test
+
+import (
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/fleet"
+)
+
+// A registration whose server answers /version with a gzip bomb (1 GiB
+// decompressed, about 1 MiB on the wire) is reported ResponseTooLarge, and
+// meanwhile a healthy member's new Widget is reconciled within 2s.
+func TestGzipBombMemberIsReported(t *testing.T) {
+	gamma, beta := testFleet.Member("gamma"), testFleet.Member("beta")
+	registerEngaged(t, "beta", beta)
+
+	front, err := fleet.NewHTTPProxy(gamma.Config.Host, gamma.Config.CAData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	front.Set(fleet.Fault{Answer: fleet.GzipBomb(`{"major":"1","gitVersion":"v1.`, 1<<30),
+		Match: func(r *http.Request) bool { return r.URL.Path == "/version" }})
+	installMemberRole(t, gamma)
+	token := serviceAccountToken(t, gamma, "widgethub-hostile", "widgethub-member")
+	credentials.add(token)
+	kubeconfig, err := front.Kubeconfig(gamma.Kubeconfig, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	registerData(t, "bomb", map[string][]byte{"kubeconfig": kubeconfig})
+	t.Cleanup(func() { unregister(t, "bomb") })
+	expectMemberReady(t, "bomb", metav1.ConditionFalse, v1alpha1.MemberResponseTooLargeReason, "larger than 4096 bytes")
+
+	// The hub keeps retrying the bomb while beta's new Widget is reconciled.
+	key := createShopWidget(t, beta, "after-bomb", 1)
+	start := time.Now()
+	NewWithT(t).Eventually(func(g Gomega) {
+		deployment(g, beta, key)
+	}, 2*time.Second, 20*time.Millisecond).Should(Succeed(), "beta's new Widget was not reconciled within 2s")
+	_, faulted := front.Requests()
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.Logf("beta's Widget reconciled in %s; the bomb was served %d times; heap in use after GC %.1f MiB, before %.1f MiB",
+		time.Since(start).Round(time.Millisecond), faulted, float64(after.HeapInuse)/(1<<20), float64(before.HeapInuse)/(1<<20))
+	if faulted == 0 {
+		t.Fatal("the front never served the bomb")
+	}
+	// The bomb decompresses to 1 GiB: read whole, it alone would take more.
+	if grown := int64(after.TotalAlloc - before.TotalAlloc); grown > 256<<20 {
+		t.Errorf("the process allocated %d MiB while the bomb was served %d times", grown>>20, faulted)
+	}
+}

@@ -1,0 +1,159 @@
+package fleet
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// The answers of a hostile member, for Fault.Answer: an HTTPProxy in front
+// of a real API server forwards what they do not match and answers the rest
+// with one of these. Each is an http.Handler, so a new mode is one more
+// function here.
+
+// GzipBomb answers 200 with a gzip-encoded body that starts with prefix and
+// decompresses to size bytes (prefix, then spaces), about a thousandth of
+// that on the wire. The body is made once, when GzipBomb is called.
+func GzipBomb(prefix string, size int64) http.Handler {
+	const chunk = 1 << 20
+	member := func(data []byte) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		_, _ = zw.Write(data)
+		_ = zw.Close()
+		return buf.Bytes()
+	}
+	// A gzip stream may be several members one after another: net/http
+	// decompresses them as one body.
+	body := member([]byte(prefix))
+	filler := member(bytes.Repeat([]byte(" "), chunk))
+	for n := int64(len(prefix)); n < size; n += chunk {
+		body = append(body, filler...)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+	})
+}
+
+// EndlessBody answers 200 with prefix followed by an endless run of x,
+// until the client goes away.
+func EndlessBody(prefix string) http.Handler {
+	filler := bytes.Repeat([]byte("x"), 32<<10)
+	return endless("application/json", []byte(prefix), func(int) []byte { return filler })
+}
+
+// EndlessList answers 200 with a list of apiVersion and kind (kind+"List")
+// whose items never end: new objects named item-0, item-1, ... in namespace,
+// until the client goes away. It allocates next to nothing itself, so that
+// what a test measures is the client's.
+func EndlessList(apiVersion, kind, namespace string) http.Handler {
+	head := fmt.Sprintf(`{"apiVersion":%q,"kind":"%sList","metadata":{"resourceVersion":"1"},"items":[`, apiVersion, kind)
+	before := fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"metadata":{"namespace":%q,"name":"item-`, apiVersion, kind, namespace)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 0, 64<<10)
+		item := 0
+		endless("application/json", []byte(head), func(int) []byte {
+			buf = buf[:0]
+			for len(buf) < 60<<10 {
+				buf = append(buf, before...)
+				buf = strconv.AppendInt(buf, int64(item), 10)
+				buf = append(buf, `"}},`...)
+				item++
+			}
+			return buf
+		}).ServeHTTP(w, r)
+	})
+}
+
+// endless writes head, then next(0), next(1), ... until a write fails.
+func endless(contentType string, head []byte, next func(int) []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(http.StatusOK)
+		if _, err := w.Write(head); err != nil {
+			return
+		}
+		rc := http.NewResponseController(w)
+		for i := 0; r.Context().Err() == nil; i++ {
+			if _, err := w.Write(next(i)); err != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+	})
+}
+
+// Redirect answers with code (301, 302, 303, 307, 308) and a Location at
+// base with the request's path and query.
+func Redirect(code int, base string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", strings.TrimSuffix(base, "/")+r.URL.RequestURI())
+		w.WriteHeader(code)
+	})
+}
+
+// Recorder is a server, on plain HTTP or HTTPS, that counts the requests it
+// receives and those that carry an Authorization header, and answers each
+// with 200 and an empty JSON object: where a hostile member would send the
+// hub.
+type Recorder struct {
+	srv              *httptest.Server
+	requests, bearer atomic.Int64
+	mu               sync.Mutex
+	authorizations   []string
+}
+
+// NewRecorder starts a Recorder on a loopback port: on HTTPS with cert when
+// it is not nil (an HTTPProxy's Certificate, for a host the hub trusts as
+// it trusts the member), else on plain HTTP.
+func NewRecorder(cert *tls.Certificate) *Recorder {
+	rec := &Recorder{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.requests.Add(1)
+		if a := r.Header.Get("Authorization"); a != "" {
+			rec.bearer.Add(1)
+			rec.mu.Lock()
+			rec.authorizations = append(rec.authorizations, a)
+			rec.mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+	})
+	rec.srv = httptest.NewUnstartedServer(h)
+	if cert != nil {
+		rec.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+		rec.srv.StartTLS()
+	} else {
+		rec.srv.Start()
+	}
+	return rec
+}
+
+// URL is the Recorder's address.
+func (r *Recorder) URL() string { return r.srv.URL }
+
+// Requests is how many requests the Recorder received, and how many of them
+// carried an Authorization header.
+func (r *Recorder) Requests() (all, withAuthorization int64) {
+	return r.requests.Load(), r.bearer.Load()
+}
+
+// Authorizations are the Authorization headers received, in order.
+func (r *Recorder) Authorizations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.authorizations...)
+}
+
+// Close stops the Recorder.
+func (r *Recorder) Close() { r.srv.Close() }
