@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -39,6 +40,11 @@ type entry struct {
 	handedSeq uint64
 	handedAt  time.Time
 	inFlight  link
+	// cancel, when set, cancels the context its worker processes it with
+	// (Queue.Context); reclaimed says the queue cancelled it to free its
+	// worker.
+	cancel    context.CancelCauseFunc
+	reclaimed bool
 }
 
 func (e *entry) isWaiting() bool { return e.heapIndex >= 0 }
@@ -64,8 +70,15 @@ type member struct {
 	prev, next *member
 	// flight holds its requests in flight, oldest first.
 	flight entryList
-	// doneSeq is the queue's sequence number of its last Done.
+	// doneSeq is the queue's sequence number of its last answer: a Done in
+	// time of a request the queue did not reclaim.
 	doneSeq uint64
+	// silent is set while the last of its requests to be done was not
+	// answered: reclaimed, or done after stallAfter.
+	silent bool
+	// quiet is set while it has a request ready, nothing in flight and is
+	// not silent; the queue counts such members.
+	quiet bool
 }
 
 func (m *member) inRing() bool { return m.next != nil }
