@@ -30,7 +30,9 @@ type Options struct {
 	// MaxConcurrentReconciles). It bounds the unresponsive members as a whole:
 	// between them they hold at most MaxInFlightPerMember of the workers
 	// (Workers when that is not set), and never all of them; see the package
-	// documentation. Zero leaves them unbounded as a whole.
+	// documentation. It also lets the queue reclaim workers for quiet
+	// members (ReclaimAfter). Zero leaves the unresponsive members unbounded
+	// as a whole and reclaims nothing.
 	Workers int
 	// StallAfter is how long a request may be in flight before its member
 	// counts as unresponsive. Defaults to DefaultStallAfter.
