@@ -1,7 +1,6 @@
 package fairqueue
 
 import (
-	"context"
 	"slices"
 	"time"
 
@@ -21,6 +20,8 @@ type entry struct {
 	queued     bool
 	processing bool
 	dirty      bool
+	// reclaimed says the queue cancelled it to free its worker.
+	reclaimed bool
 
 	// inLane links the entry into its lane while queued.
 	inLane link
@@ -40,11 +41,6 @@ type entry struct {
 	handedSeq uint64
 	handedAt  time.Time
 	inFlight  link
-	// cancel, when set, cancels the context its worker processes it with
-	// (Queue.Context); reclaimed says the queue cancelled it to free its
-	// worker.
-	cancel    context.CancelCauseFunc
-	reclaimed bool
 }
 
 func (e *entry) isWaiting() bool { return e.heapIndex >= 0 }

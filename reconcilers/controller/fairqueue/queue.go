@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -111,6 +112,10 @@ type Queue struct {
 	// was taken.
 	starving  bool
 	fullSince time.Time
+	// cancels holds the cancel functions of the contexts requests in
+	// flight are processed with (Context); not in entry, which every queued
+	// request has.
+	cancels map[*entry]context.CancelCauseFunc
 
 	shuttingDown bool
 	draining     bool
@@ -159,6 +164,7 @@ func NewWithOptions(o Options) *Queue {
 		entries:         map[mcreconcile.Request]*entry{},
 		members:         map[multicluster.ClusterName]*member{},
 		busy:            map[*member]struct{}{},
+		cancels:         map[*entry]context.CancelCauseFunc{},
 		wake:            make(chan struct{}, 1),
 		wakeReclaim:     make(chan struct{}, 1),
 		stop:            make(chan struct{}),
@@ -333,7 +339,7 @@ func (q *Queue) GetWithPriority() (req mcreconcile.Request, priority int, shutdo
 	e := m.pop()
 	q.ready--
 	e.processing = true
-	e.reclaimed, e.cancel = false, nil
+	e.reclaimed = false
 	m.processing++
 	q.processing++
 	q.seq++
@@ -448,7 +454,10 @@ func (q *Queue) Done(req mcreconcile.Request) {
 		m.silent = false
 		m.doneSeq = q.seq
 	}
-	e.reclaimed, e.cancel = false, nil
+	e.reclaimed = false
+	if len(q.cancels) > 0 {
+		delete(q.cancels, e)
+	}
 	m.unlinkFlight(e)
 	if m.processing == 0 {
 		delete(q.busy, m)

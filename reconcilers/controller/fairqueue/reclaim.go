@@ -24,7 +24,7 @@ func (q *Queue) Context(parent context.Context, req mcreconcile.Request) (contex
 		if e.reclaimed {
 			cancel(ErrWorkerReclaimed)
 		} else {
-			e.cancel = cancel
+			q.cancels[e] = cancel
 		}
 	}
 	q.mu.Unlock()
@@ -128,8 +128,8 @@ func (q *Queue) reclaim() {
 		e.reclaimed = true
 		q.reclaiming++
 		q.owed++
-		if e.cancel != nil {
-			e.cancel(ErrWorkerReclaimed)
+		if cancel := q.cancels[e]; cancel != nil {
+			cancel(ErrWorkerReclaimed)
 		}
 		q.checkStarving()
 	}
