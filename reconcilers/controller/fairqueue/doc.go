@@ -41,7 +41,7 @@
 // then all go silent at the same moment (a network partition, a shared proxy
 // that stops). So the queue also takes workers back. While a member with a
 // request ready and nothing in flight that is not silent (a quiet member)
-// waits, and every worker has been busy for Options.ReclaimAfter (250ms by
+// waits, and every worker has been busy for Options.ReclaimAfter (100ms by
 // default) without one coming free, the queue cancels the request held
 // longest, once for each such member, and gives the freed workers to those
 // members before any other. It cancels the context the request's worker

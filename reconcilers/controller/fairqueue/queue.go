@@ -57,10 +57,12 @@ const DefaultStallAfter = 5 * time.Second
 // DefaultReclaimAfter is how long a member with nothing in flight waits,
 // while every worker is busy and none comes free, before the queue takes a
 // worker back for it. Workers held by members that answer come free within
-// milliseconds, one after the other; all of them held a quarter of a second
-// without one coming free means they wait on members that do not answer, and
-// a quiet member's change is still reconciled well within a second.
-const DefaultReclaimAfter = 250 * time.Millisecond
+// milliseconds, one after the other; all of them held a tenth of a second
+// without one coming free means they wait on members that do not answer. A
+// quiet member may wait for it more than once in a row (its turn comes after
+// the silent members not yet seen to be silent), and its change is still
+// reconciled well within a second.
+const DefaultReclaimAfter = 100 * time.Millisecond
 
 // Queue is a rate-limiting workqueue of mcreconcile.Request that serves member
 // clusters round robin. Use New or NewWithOptions to build one.
