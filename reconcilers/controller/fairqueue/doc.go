@@ -47,7 +47,8 @@
 // members before any other. It cancels the context the request's worker
 // processes it with, which Context returns (the cause is ErrWorkerReclaimed);
 // the request then fails and is retried like any failure, and its member is
-// silent until it answers again. So however many members go silent at once,
+// silent until it answers again (or until the queue forgets it, holding no
+// request of it). So however many members go silent at once,
 // and however many workers each held when it did, a quiet member's request is
 // handed out within ReclaimAfter of the last worker being taken, and at once
 // when every worker has already been held that long, plus the time a
