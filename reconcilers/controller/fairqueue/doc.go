@@ -48,11 +48,11 @@
 // processes it with, which Context returns (the cause is ErrWorkerReclaimed);
 // the request then fails and is retried like any failure, and its member is
 // silent until it answers again (or until the queue forgets it, holding no
-// request of it). So however many members go silent at once,
-// and however many workers each held when it did, a quiet member's request is
-// handed out within ReclaimAfter of the last worker being taken, and at once
-// when every worker has already been held that long, plus the time a
-// cancelled request takes to return: a Widget reconcile's calls to a member
+// request of it). So however many members go silent at once, and however many
+// workers each held when it did, a quiet member's request is handed out within
+// ReclaimAfter of the last worker being taken, and at once when every worker
+// has already been held that long, plus the time a cancelled request takes to
+// return: a Widget reconcile's calls to a member
 // return as soon as their context ends. A reconcile that ignores its context
 // keeps its worker until it returns; nothing but cancelling can take a worker
 // from a goroutine. A member that goes silent with nothing in flight looks
@@ -71,7 +71,11 @@
 // and a quiet member waits for its turn, one request of each member ahead of
 // it in the round. A request of a member that answers is cancelled only when
 // every worker has gone ReclaimAfter without coming free, which members that
-// answer do not do: their requests end in milliseconds, one after the other.
+// answer promptly do not do: their requests end in milliseconds, one after the
+// other. Members that answer late, with requests handed out together, can:
+// then one of their requests is cancelled and retried, and their member
+// counts as silent until its next answer; that is the price of a quiet
+// member's latency, which a longer ReclaimAfter would raise.
 //
 // The signs of an unresponsive member catch different failures without
 // waiting on a clock for the common one. A member that stops answering does
