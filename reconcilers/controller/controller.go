@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -97,9 +99,10 @@ func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.S
 }
 
 // newUnmanaged builds the controller-runtime controller that New wraps: its
-// workers, reconcile deadline and fair queue as opts say, and retries within
-// each member's budget (retry.go). built, when set, is given the queue when
-// the controller builds it as it starts.
+// workers, reconcile deadline and fair queue as opts say, each reconcile
+// under a context the queue may cancel to reclaim its worker (reclaimable),
+// and retries within each member's budget (retry.go). built, when set, is
+// given the queue when the controller builds it as it starts.
 func newUnmanaged(name string, opts Options, built func(*fairqueue.Queue)) (crcontroller.TypedController[mcreconcile.Request], error) {
 	workers := max(1, opts.MaxConcurrentReconciles)
 	perMember := PerMember(workers, opts.MaxConcurrentReconcilesPerMember)
@@ -110,8 +113,9 @@ func newUnmanaged(name string, opts Options, built func(*fairqueue.Queue)) (crco
 	case timeout < 0:
 		timeout = 0
 	}
+	var queue atomic.Pointer[fairqueue.Queue]
 	return crcontroller.NewTypedUnmanaged(name, crcontroller.TypedOptions[mcreconcile.Request]{
-		Reconciler:              opts.Reconciler,
+		Reconciler:              reclaimable(opts.Reconciler, &queue),
 		MaxConcurrentReconciles: workers,
 		ReconciliationTimeout:   timeout,
 		RateLimiter:             retryRateLimiter(),
@@ -121,11 +125,37 @@ func newUnmanaged(name string, opts Options, built func(*fairqueue.Queue)) (crco
 				Name: name, RateLimiter: rl, MetricsProvider: queueMetricsProvider{},
 				MaxInFlightPerMember: perMember, Workers: workers,
 			})
+			queue.Store(q)
 			if built != nil {
 				built(q)
 			}
 			return q
 		},
+	})
+}
+
+// reclaimable runs rec under the context the queue gives each request
+// (fairqueue.Queue.Context), which the queue cancels to take the worker back
+// for a member that waits with none. A reconcile so cut short fails with
+// fairqueue.ErrWorkerReclaimed, whatever it returned, so that it is retried
+// like any failure, within its member's retry budget: nothing it was to do is
+// lost, and a retry of work it finished anyway writes nothing.
+func reclaimable(rec reconcile.TypedReconciler[mcreconcile.Request], queue *atomic.Pointer[fairqueue.Queue]) reconcile.TypedReconciler[mcreconcile.Request] {
+	return reconcile.TypedFunc[mcreconcile.Request](func(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+		q := queue.Load()
+		if q == nil {
+			return rec.Reconcile(ctx, req)
+		}
+		ctx, release := q.Context(ctx, req)
+		defer release()
+		result, err := rec.Reconcile(ctx, req)
+		if cause := context.Cause(ctx); errors.Is(cause, fairqueue.ErrWorkerReclaimed) && !errors.Is(err, fairqueue.ErrWorkerReclaimed) {
+			if err == nil {
+				return reconcile.Result{}, cause
+			}
+			return reconcile.Result{}, fmt.Errorf("%w: %w", cause, err)
+		}
+		return result, err
 	})
 }
 

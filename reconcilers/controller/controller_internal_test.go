@@ -12,7 +12,10 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/widgethub/widgethub/reconcilers/controller/fairqueue"
 )
 
 // Each Reconcile call gets ReconcileTimeout as its deadline (a minute unless
@@ -89,4 +92,78 @@ var testControllers atomic.Int64
 
 func testControllerName(base string) string {
 	return fmt.Sprintf("%s-%d", base, testControllers.Add(1))
+}
+
+// A reconcile that waits on a member that never answers gives its worker
+// back, once every worker has been busy for fairqueue.DefaultReclaimAfter,
+// to a member with a request and nothing in flight: its context ends with
+// fairqueue.ErrWorkerReclaimed, and the request is retried.
+func TestReclaimedReconcileGivesItsWorkerToAQuietMemberAndIsRetried(t *testing.T) {
+	type call struct {
+		req   mcreconcile.Request
+		cause error // the context's cause when the reconcile returned
+	}
+	calls := make(chan call, 10)
+	var silentCalls atomic.Int64
+	rec := reconcile.TypedFunc[mcreconcile.Request](func(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+		if req.ClusterName == "silent" && silentCalls.Add(1) == 1 {
+			<-ctx.Done() // its writes are black-holed
+		}
+		calls <- call{req, context.Cause(ctx)}
+		return reconcile.Result{}, nil
+	})
+	inner, err := newUnmanaged(testControllerName("reclaim"), Options{Reconciler: rec, MaxConcurrentReconciles: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(cluster string) mcreconcile.Request {
+		return mcreconcile.Request{ClusterName: multicluster.ClusterName(cluster), Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "w"}}}
+	}
+	added := make(chan workqueue.TypedRateLimitingInterface[mcreconcile.Request], 1)
+	err = inner.Watch(source.TypedFunc[mcreconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
+		q.Add(request("silent"))
+		added <- q
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error)
+	go func() { stopped <- inner.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Error(err)
+		}
+	}()
+	q := <-added
+	for silentCalls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	q.Add(request("quiet"))
+
+	next := func() call {
+		t.Helper()
+		select {
+		case c := <-calls:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatal("no reconcile returned within 30s")
+		}
+		return call{}
+	}
+	first, second := next(), next()
+	took := time.Since(start)
+	if first.req != request("silent") || !errors.Is(first.cause, fairqueue.ErrWorkerReclaimed) {
+		t.Fatalf("first to return: %v with cause %v, want the silent member's, reclaimed", first.req, first.cause)
+	}
+	if second.req != request("quiet") {
+		t.Fatalf("the reclaimed worker went to %v, want the quiet member's request", second.req)
+	}
+	t.Logf("the quiet member's request reconciled %s after it was added (one worker, held by a member that does not answer)", took.Round(time.Millisecond))
+	if retried := next(); retried.req != request("silent") {
+		t.Fatalf("reconciled %v, want the reclaimed request retried", retried.req)
+	}
 }

@@ -19,7 +19,13 @@
 // MaxConcurrentReconcilesPerMember workers (default three quarters, see
 // PerMember), and the members that do not answer hold no more than that
 // between them, however many they are (fairqueue.UnresponsiveBound): the
-// controller gives the queue its number of workers for that. Each Reconcile
+// controller gives the queue its number of workers for that. When members
+// that went silent hold every worker, the queue takes one back for each
+// member waiting with nothing in flight (fairqueue.DefaultReclaimAfter after
+// the last worker was taken): each Reconcile runs under the context
+// fairqueue.Queue.Context gives its request, which the queue cancels, and a
+// reconcile so cut short fails with fairqueue.ErrWorkerReclaimed and is
+// retried. Each Reconcile
 // call has a deadline, ReconcileTimeout (DefaultReconcileTimeout, a minute),
 // through controller-runtime's ReconciliationTimeout; a reconcile that runs
 // past it is counted in controller_runtime_reconcile_timeouts_total. The queue

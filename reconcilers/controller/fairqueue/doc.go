@@ -22,34 +22,77 @@
 // One bound per member is not enough when several members hang at once: two
 // members at three quarters each hold every worker. With Options.Workers (the
 // number of workers calling Get) set, the queue also bounds the unresponsive
-// members as a whole. A member is unresponsive while its oldest request in
-// flight has gone unanswered (no request of the member has been done since it
-// was handed out) or has been in flight for Options.StallAfter (5s by
-// default). The rule: the unresponsive members hold between them at most
-// UnresponsiveBound(Workers, MaxInFlightPerMember) requests in flight, the
-// per-member bound and never every worker; while they hold that many, they sit
-// out of the round, and a member that answers takes their turns. A member with
-// nothing in flight is not unresponsive, so it always gets one request; that is
-// the one exception, and it costs at most one worker per member that hangs. So
-// however many members hang, the others keep Workers minus the bound (a quarter
-// with the operator's defaults, 8 of 32), less one per member that hung while
-// the bound was already full.
+// members as a whole. A member is unresponsive while it is silent (the last of
+// its requests to be done was not answered: it was reclaimed, see below, or
+// done only after Options.StallAfter, 5s by default, as one given up on its
+// deadline is), or while its oldest request in flight has gone unanswered (no
+// request of the member has been answered since it was handed out) or has
+// been in flight for StallAfter. The rule: the unresponsive members hold
+// between them at most UnresponsiveBound(Workers, MaxInFlightPerMember)
+// requests in flight, the per-member bound and never every worker; while they
+// hold that many, they sit out of the round, and a member that answers takes
+// their turns. A member with nothing in flight that is not silent is not
+// unresponsive, so it always gets one request: a member that has not been
+// seen to hang is given the chance to answer. That exception costs at most
+// one worker per member that hangs, and the next rule takes it back.
 //
-// The two signs catch different failures without waiting on a clock for the
-// common one. A member that stops answering does not answer its first request,
-// so the bound holds from the moment it hangs, even when it had a backlog and
-// several members hang together, before any of them could be seen as slow. A
-// member that answers some requests and hangs on others (one namespace's
-// writes held, Retry-After on some requests) counts from StallAfter on. A
-// member whose requests are being answered goes on up to its own bound,
-// however many members hang beside it. The price is paid by a member that
-// starts from nothing in flight while the bound is full: until one of its
-// requests is answered it is unresponsive too, so it goes one request at a
-// time until the hanging members' requests end. Requests
-// of an unresponsive member end when their deadlines (per member request and
-// per reconcile) pass; Done with them counts as an answer, but a request left
-// in flight is by then older than StallAfter, so the member stays unresponsive
-// until it has nothing in flight or answers a request it was just handed.
+// The two bounds limit what members are given, not what they hold: members
+// that answer, each up to its bound, may hold every worker between them, and
+// then all go silent at the same moment (a network partition, a shared proxy
+// that stops). So the queue also takes workers back. While a member with a
+// request ready and nothing in flight that is not silent (a quiet member)
+// waits, and every worker has been busy for Options.ReclaimAfter (100ms by
+// default) without one coming free, the queue cancels the request held
+// longest, once for each such member, and gives the freed workers to those
+// members before any other. It cancels the context the request's worker
+// processes it with, which Context returns (the cause is ErrWorkerReclaimed);
+// the request then fails and is retried like any failure, and its member is
+// silent until it answers again (or until the queue forgets it, holding no
+// request of it). So however many members go silent at once, and however many
+// workers each held when it did, a quiet member's request is handed out within
+// ReclaimAfter of the last worker being taken, and at once when every worker
+// has already been held that long, plus the time a cancelled request takes to
+// return: a Widget reconcile's calls to a member
+// return as soon as their context ends. A reconcile that ignores its context
+// keeps its worker until it returns; nothing but cancelling can take a worker
+// from a goroutine. A member that goes silent with nothing in flight looks
+// quiet until its first request hangs, so it may have one worker reclaimed
+// for it, once.
+//
+// Of the three ways to keep workers for quiet members, the queue cancels. A
+// reserve (workers only quiet members may take) does not hold for any number
+// of silent members: any worker handed to any member is held for good if that
+// member goes silent right after, and the workers are a fixed pool of
+// goroutines, so as many quiet members going silent as the reserve is large
+// exhaust it. Preempting a worker is cancelling its request: a goroutine
+// cannot be taken otherwise. Cancelling costs what a silent member's request
+// was bound to cost anyway (a failure and a retry), and only when a quiet
+// member waits: while workers come free, however slowly, nothing is cancelled,
+// and a quiet member waits for its turn, one request of each member ahead of
+// it in the round. A request of a member that answers is cancelled only when
+// every worker has gone ReclaimAfter without coming free, which members that
+// answer promptly do not do: their requests end in milliseconds, one after the
+// other. Members that answer late, with requests handed out together, can:
+// then one of their requests is cancelled and retried, and their member
+// counts as silent until its next answer; that is the price of a quiet
+// member's latency, which a longer ReclaimAfter would raise.
+//
+// The signs of an unresponsive member catch different failures without
+// waiting on a clock for the common one. A member that stops answering does
+// not answer its first request, so the bound holds from the moment it hangs,
+// even when it had a backlog and several members hang together, before any of
+// them could be seen as slow. A member that answers some requests and hangs on
+// others (one namespace's writes held, Retry-After on some requests) counts
+// from StallAfter on. A member that was answering when it went silent holds
+// what it held until a quiet member needs a worker, and is silent from the
+// first request reclaimed from it. A member whose requests are being answered
+// goes on up to its own bound, however many members hang beside it. The price
+// is paid by a member that starts from nothing in flight while the bound is
+// full: until one of its requests is answered it is unresponsive too, so it
+// goes one request at a time until the hanging members' requests end; and by
+// a silent member that answers again, which waits for room within the bound
+// (the hanging members' deadlines, or their requests reclaimed) before its
+// first answer shows.
 //
 // Apart from the order, the queue keeps the guarantees of client-go's workqueue and
 // controller-runtime's priority queue: a request added again before it is handed
@@ -81,6 +124,8 @@
 // dimensions such as the cluster, within a priority. Once a controller-runtime
 // release has it, this package can go if that queue (with the cluster name as
 // the dimension) also gives what the tests here check: a per-member bound on
-// requests in flight, and a fairness that does not rest on priorities, since
+// requests in flight, the bound of the unresponsive members as a whole,
+// workers taken back for quiet members, and a fairness that does not rest on
+// priorities, since
 // multicluster-runtime's sources add every request at the default priority.
 package fairqueue

@@ -20,6 +20,8 @@ type entry struct {
 	queued     bool
 	processing bool
 	dirty      bool
+	// reclaimed says the queue cancelled it to free its worker.
+	reclaimed bool
 
 	// inLane links the entry into its lane while queued.
 	inLane link
@@ -64,8 +66,15 @@ type member struct {
 	prev, next *member
 	// flight holds its requests in flight, oldest first.
 	flight entryList
-	// doneSeq is the queue's sequence number of its last Done.
+	// doneSeq is the queue's sequence number of its last answer: a Done in
+	// time of a request the queue did not reclaim.
 	doneSeq uint64
+	// silent is set while the last of its requests to be done was not
+	// answered: reclaimed, or done after stallAfter.
+	silent bool
+	// quiet is set while it has a request ready, nothing in flight and is
+	// not silent; the queue counts such members.
+	quiet bool
 }
 
 func (m *member) inRing() bool { return m.next != nil }

@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -30,11 +31,19 @@ type Options struct {
 	// MaxConcurrentReconciles). It bounds the unresponsive members as a whole:
 	// between them they hold at most MaxInFlightPerMember of the workers
 	// (Workers when that is not set), and never all of them; see the package
-	// documentation. Zero leaves them unbounded as a whole.
+	// documentation. It also lets the queue reclaim workers for quiet
+	// members (ReclaimAfter). Zero leaves the unresponsive members unbounded
+	// as a whole and reclaims nothing.
 	Workers int
 	// StallAfter is how long a request may be in flight before its member
 	// counts as unresponsive. Defaults to DefaultStallAfter.
 	StallAfter time.Duration
+	// ReclaimAfter is how long every worker may stay busy, none coming free,
+	// while a member with nothing in flight has a request ready; then the
+	// queue cancels the request held longest (see Context) to give its
+	// worker to that member. Only with Workers set. Defaults to
+	// DefaultReclaimAfter.
+	ReclaimAfter time.Duration
 }
 
 // DefaultStallAfter is how long a request may be in flight before its member
@@ -44,6 +53,16 @@ type Options struct {
 // flight after 5 seconds is waiting on a member that does not answer, on
 // Retry-After answers, or on one much slower than the others.
 const DefaultStallAfter = 5 * time.Second
+
+// DefaultReclaimAfter is how long a member with nothing in flight waits,
+// while every worker is busy and none comes free, before the queue takes a
+// worker back for it. Workers held by members that answer come free within
+// milliseconds, one after the other; all of them held a tenth of a second
+// without one coming free means they wait on members that do not answer. A
+// quiet member may wait for it more than once in a row (its turn comes after
+// the silent members not yet seen to be silent), and its change is still
+// reconciled well within a second.
+const DefaultReclaimAfter = 100 * time.Millisecond
 
 // Queue is a rate-limiting workqueue of mcreconcile.Request that serves member
 // clusters round robin. Use New or NewWithOptions to build one.
@@ -56,6 +75,9 @@ type Queue struct {
 	// as a whole; -1 is no bound.
 	maxUnresponsive int
 	stallAfter      time.Duration
+	// workers is Options.Workers; 0 turns reclaiming off.
+	workers      int
+	reclaimAfter time.Duration
 
 	mu sync.Mutex
 	// cond is signalled when a request becomes ready, the queue shuts down, or,
@@ -82,13 +104,30 @@ type Queue struct {
 	// waiting Gets then.
 	capped bool
 
+	// quiet counts the members with a request ready, nothing in flight and
+	// an answer to their last request (member.quiet); reclaiming counts the
+	// requests cancelled to give their workers back and not yet done, and
+	// owed the workers so freed that are still to go to quiet members.
+	quiet, reclaiming, owed int
+	// starving is set while quiet members wait with every worker busy and
+	// none being reclaimed for them; fullSince is when the last free worker
+	// was taken.
+	starving  bool
+	fullSince time.Time
+	// cancels holds the cancel functions of the contexts requests in
+	// flight are processed with (Context); not in entry, which every queued
+	// request has.
+	cancels map[*entry]context.CancelCauseFunc
+
 	shuttingDown bool
 	draining     bool
 
 	// wake tells the waiting loop that the earliest delayed request changed.
-	wake     chan struct{}
-	stop     chan struct{}
-	stopOnce sync.Once
+	wake chan struct{}
+	// wakeReclaim tells the reclaiming loop that quiet members started to starve.
+	wakeReclaim chan struct{}
+	stop        chan struct{}
+	stopOnce    sync.Once
 	// loops tracks the background goroutines.
 	loops sync.WaitGroup
 }
@@ -113,21 +152,31 @@ func NewWithOptions(o Options) *Queue {
 	if o.StallAfter <= 0 {
 		o.StallAfter = DefaultStallAfter
 	}
+	if o.ReclaimAfter <= 0 {
+		o.ReclaimAfter = DefaultReclaimAfter
+	}
 	q := &Queue{
 		rateLimiter:     o.RateLimiter,
 		clock:           o.Clock,
 		maxInFlight:     max(0, o.MaxInFlightPerMember),
 		maxUnresponsive: UnresponsiveBound(o.Workers, o.MaxInFlightPerMember),
 		stallAfter:      o.StallAfter,
+		workers:         max(0, o.Workers),
+		reclaimAfter:    o.ReclaimAfter,
 		entries:         map[mcreconcile.Request]*entry{},
 		members:         map[multicluster.ClusterName]*member{},
 		busy:            map[*member]struct{}{},
+		cancels:         map[*entry]context.CancelCauseFunc{},
 		wake:            make(chan struct{}, 1),
+		wakeReclaim:     make(chan struct{}, 1),
 		stop:            make(chan struct{}),
 	}
 	q.cond.L = &q.mu
 	q.metrics = newQueueMetrics(o.MetricsProvider, o.Name, o.Clock)
 	q.loops.Go(q.waitingLoop)
+	if q.workers > 0 {
+		q.loops.Go(q.reclaimLoop)
+	}
 	if q.metrics != nil {
 		q.loops.Go(q.metricsLoop)
 	}
@@ -242,6 +291,7 @@ func (q *Queue) enqueue(e *entry) {
 	if m.inRing() {
 		q.cond.Signal()
 	}
+	q.checkStarving()
 }
 
 // raise moves a queued e to a higher priority; q.mu is held.
@@ -285,17 +335,25 @@ func (q *Queue) GetWithPriority() (req mcreconcile.Request, priority int, shutdo
 		q.cond.Wait()
 	}
 
+	if m.quiet && q.owed > 0 {
+		q.owed--
+	}
 	e := m.pop()
 	q.ready--
 	e.processing = true
+	e.reclaimed = false
 	m.processing++
 	q.processing++
 	q.seq++
 	e.handedSeq, e.handedAt = q.seq, q.clock.Now()
+	if q.processing == q.workers {
+		q.fullSince = e.handedAt
+	}
 	m.pushFlight(e)
 	q.busy[m] = struct{}{}
 	q.next = m.next
 	q.updateRing(m)
+	q.checkStarving()
 	q.metrics.get(e)
 	return e.req, e.priority, false
 }
@@ -317,10 +375,16 @@ func UnresponsiveBound(workers, perMember int) int {
 }
 
 // pick returns the member whose turn it is among those that may be handed a
-// request now, or nil; q.mu is held. Members in the ring are under their own
-// bound; of those, an unresponsive one is passed over while the unresponsive
-// members hold maxUnresponsive requests or more.
+// request now, or nil; q.mu is held. A worker reclaimed for the quiet members
+// goes to one of them first. Members in the ring are under their own bound; of
+// those, an unresponsive one is passed over while the unresponsive members
+// hold maxUnresponsive requests or more (or any, when that is zero).
 func (q *Queue) pick() *member {
+	if q.owed > 0 {
+		if m := q.quietMember(); m != nil {
+			return m
+		}
+	}
 	if q.next == nil || q.maxUnresponsive < 0 {
 		return q.next
 	}
@@ -328,7 +392,8 @@ func (q *Queue) pick() *member {
 	if !q.unresponsive(q.next, now) {
 		return q.next
 	}
-	if q.unresponsiveInFlight(now) < q.maxUnresponsive {
+	if q.unresponsiveInFlight(now) < max(1, q.maxUnresponsive) {
+		// Only one that is silent with nothing in flight gets past a bound of zero.
 		return q.next
 	}
 	for m := q.next.next; m != q.next; m = m.next {
@@ -339,11 +404,14 @@ func (q *Queue) pick() *member {
 	return nil
 }
 
-// unresponsive reports whether m has a request in flight that no request of
-// m has been done since, or that has been in flight for stallAfter; q.mu is
-// held. The oldest request in flight tells: it is the first to go unanswered
-// and the first to stall.
+// unresponsive reports whether m is silent (its last request to end was not
+// answered), or has a request in flight that m has answered none since, or
+// that has been in flight for stallAfter; q.mu is held. The oldest request in
+// flight tells: it is the first to go unanswered and the first to stall.
 func (q *Queue) unresponsive(m *member, now time.Time) bool {
+	if m.silent {
+		return true
+	}
 	oldest := m.flight.head
 	if oldest == nil {
 		return false
@@ -377,7 +445,21 @@ func (q *Queue) Done(req mcreconcile.Request) {
 	m.processing--
 	q.processing--
 	q.seq++
-	m.doneSeq = q.seq
+	// An answer is a request done in time that the queue did not cancel; a
+	// request given up on its deadline or reclaimed leaves its member silent.
+	if e.reclaimed {
+		q.reclaiming--
+		m.silent = true
+	} else if q.clock.Since(e.handedAt) >= q.stallAfter {
+		m.silent = true
+	} else {
+		m.silent = false
+		m.doneSeq = q.seq
+	}
+	e.reclaimed = false
+	if len(q.cancels) > 0 {
+		delete(q.cancels, e)
+	}
 	m.unlinkFlight(e)
 	if m.processing == 0 {
 		delete(q.busy, m)
@@ -400,6 +482,7 @@ func (q *Queue) Done(req mcreconcile.Request) {
 			q.release(e)
 		}
 	}
+	q.checkStarving()
 	if q.draining {
 		q.cond.Broadcast()
 	}
@@ -497,8 +580,10 @@ func (q *Queue) release(e *entry) {
 }
 
 // updateRing puts m in the ring when it may be handed a request, and takes it
-// out when not; it reports whether m joined. q.mu is held.
+// out when not, and counts it as quiet or not; it reports whether m joined.
+// q.mu is held.
 func (q *Queue) updateRing(m *member) (joined bool) {
+	q.updateQuiet(m)
 	eligible := m.ready > 0 && (q.maxInFlight == 0 || m.processing < q.maxInFlight)
 	switch {
 	case eligible && !m.inRing():
