@@ -35,6 +35,10 @@ const (
 	// MemberNoAccessProviderReason: the ClusterProfile names no access
 	// provider that the hub's administrator configured; nothing was run.
 	MemberNoAccessProviderReason = "NoAccessProvider"
+	// MemberTooManyObjectsReason: the member's caches would hold more
+	// objects than the hub allows per member (--member-max-objects): they
+	// were stopped, and the member is parked until it holds fewer.
+	MemberTooManyObjectsReason = "TooManyObjects"
 
 	// MemberNameConflict is True on the MemberCluster of a member whose name
 	// another registration claims too (a ClusterProfile named like a
@@ -53,8 +57,8 @@ const (
 	// engaged, or its Widgets reconciled, without a change by a user: to the
 	// registration Secret, the member's RBAC, its CRDs or what refuses its
 	// writes. Its reason is Ready's: InvalidKubeconfig, ExecPluginRefused,
-	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded
-	// or NoAccessProvider.
+	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded,
+	// NoAccessProvider or TooManyObjects.
 	MemberStalled = "Stalled"
 	// MemberEngagingReason (Reconciling): the hub is checking the member and
 	// starting its caches with a new kubeconfig.

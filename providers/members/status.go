@@ -144,6 +144,7 @@ var stalledReasons = map[string]bool{
 	v1alpha1.MemberWidgetCRDMissingReason:  true,
 	v1alpha1.MemberDegradedReason:          true,
 	v1alpha1.MemberNoAccessProviderReason:  true,
+	v1alpha1.MemberTooManyObjectsReason:    true,
 }
 
 // setProgress sets the kstatus conditions of a member whose Ready condition
