@@ -127,19 +127,19 @@ func (b *objectBound) forget(deleted any) {
 	}
 }
 
-// syncInformer starts the cache's informer of obj's kind with the bound's
-// delete handler, and waits until it has synced or ctx ends.
+// syncInformer gets the cache's informer of obj's kind, with the bound's
+// delete handler, and waits until it has synced or ctx ends. It waits
+// itself: GetInformer does not wait when called before the cache (started
+// in a goroutine by StartAndSync) has marked itself started.
 func (m *Member) syncInformer(ctx context.Context, obj client.Object) error {
-	if m.objects.max <= 0 {
-		_, err := m.GetCache().GetInformer(ctx, obj)
-		return err
-	}
 	inf, err := m.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return err
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: m.objects.forget}); err != nil {
-		return err
+	if m.objects.max > 0 {
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: m.objects.forget}); err != nil {
+			return err
+		}
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return fmt.Errorf("wait for the informer of %T to sync: %w", obj, ctx.Err())

@@ -116,16 +116,12 @@ func cachedHeap(b *testing.B, cp *fleet.ControlPlane, obj client.Object, ns stri
 	if err := member.StartAndSync(context.Background(), time.Minute, obj); err != nil {
 		b.Fatal(err)
 	}
-	// StartAndSync may return before the informer has stored what it
-	// listed: wait until the cache holds it all.
 	want := 0
 	if ns == "heavy" {
 		want = heapObjectsOf(b)
 	}
-	for deadline := time.Now().Add(time.Minute); cachedCount(b, member, obj) != want; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("the cache does not hold the %d objects of %T", want, obj)
-		}
+	if got := cachedCount(b, member, obj); got != want {
+		b.Fatalf("the cache holds %d objects of %T, want %d", got, obj, want)
 	}
 	after := heapAfterGC()
 	runtime.KeepAlive(member)
