@@ -111,6 +111,10 @@ bench: ## Measure widgethub against multicluster-runtime's kubeconfig provider a
 	$(GO) build -o $(BIN)/widgethub-bench ./cmd/widgethub-bench
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(BIN)/widgethub-bench $(BENCH_FLAGS)
 
+.PHONY: bench-cache
+bench-cache: ## Measure the hub's heap per cached Widget and Deployment, whole and trimmed (docs/performance.md).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run '^$$' -bench MemberCacheHeap -benchtime 1x ./reconcilers/widget/
+
 .PHONY: bench-quick
 bench-quick: ## The benchmark at small sizes (about 3 minutes), as CI runs it.
 	$(MAKE) bench BENCH_FLAGS="-quick $(BENCH_FLAGS)"

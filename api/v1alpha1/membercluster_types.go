@@ -42,6 +42,10 @@ const (
 	// MemberRedirectRefusedReason: the member answered with a redirect, which
 	// the hub never follows (clusters.ErrRedirectRefused).
 	MemberRedirectRefusedReason = "RedirectRefused"
+	// MemberTooManyObjectsReason: the member's caches would hold more
+	// objects than the hub allows per member (--member-max-objects): they
+	// were stopped, and the member is parked until it holds fewer.
+	MemberTooManyObjectsReason = "TooManyObjects"
 
 	// MemberNameConflict is True on the MemberCluster of a member whose name
 	// another registration claims too (a ClusterProfile named like a
@@ -61,7 +65,7 @@ const (
 	// registration Secret, the member's RBAC, its CRDs or what refuses its
 	// writes. Its reason is Ready's: InvalidKubeconfig, ExecPluginRefused,
 	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded,
-	// NoAccessProvider, ResponseTooLarge or RedirectRefused.
+	// NoAccessProvider, ResponseTooLarge, RedirectRefused or TooManyObjects.
 	MemberStalled = "Stalled"
 	// MemberEngagingReason (Reconciling): the hub is checking the member and
 	// starting its caches with a new kubeconfig.

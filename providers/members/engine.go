@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -82,6 +83,11 @@ type Options struct {
 	WatchedObjects []client.Object
 	// CacheByObject narrows what each member's cache holds per kind.
 	CacheByObject map[client.Object]cache.ByObject
+	// CacheTransform trims every object a member's cache holds.
+	CacheTransform toolscache.TransformFunc
+	// MaxObjects, when positive, bounds the objects of one member's caches:
+	// past it the member is parked with reason TooManyObjects.
+	MaxObjects int
 	// ConcurrentEngagements is how many registrations of a source are reconciled at once.
 	// Defaults to DefaultConcurrentEngagements.
 	ConcurrentEngagements int

@@ -148,6 +148,7 @@ var stalledReasons = map[string]bool{
 	v1alpha1.MemberNoAccessProviderReason:  true,
 	v1alpha1.MemberResponseTooLargeReason:  true,
 	v1alpha1.MemberRedirectRefusedReason:   true,
+	v1alpha1.MemberTooManyObjectsReason:    true,
 }
 
 // setProgress sets the kstatus conditions of a member whose Ready condition

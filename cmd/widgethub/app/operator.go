@@ -29,6 +29,12 @@ import (
 // LeaderElectionID names the Lease that elects the active hub manager.
 const LeaderElectionID = "widgethub.widgethub.io"
 
+// DefaultMemberMaxObjects bounds the Widgets and Deployments one member's
+// caches hold: 25,000 Widgets with their Deployments, about 175 MiB of heap
+// at the sizes docs/performance.md measures (2.3 KiB per cached Widget,
+// 4.7 KiB per Deployment, trimmed), a third of the chart's memory limit.
+const DefaultMemberMaxObjects = 50000
+
 // DefaultMaxConcurrentReconciles suits an I/O-bound reconciler: workers mostly wait on member API servers.
 const DefaultMaxConcurrentReconciles = 32
 
@@ -47,6 +53,9 @@ type Options struct {
 	MemberQPS              float64
 	MemberBurst            int
 	MemberSyncTimeout      time.Duration
+	// MemberMaxObjects bounds the objects one member's caches hold; past
+	// it the member is parked with reason TooManyObjects. Zero: no bound.
+	MemberMaxObjects int
 	// MemberRequestTimeout bounds every member request but watches.
 	MemberRequestTimeout    time.Duration
 	MaxConcurrentReconciles int
@@ -94,6 +103,7 @@ func DefaultOptions() Options {
 		MemberQPS:                clusters.DefaultQPS,
 		MemberBurst:              clusters.DefaultBurst,
 		MemberSyncTimeout:        members.DefaultSyncTimeout,
+		MemberMaxObjects:         DefaultMemberMaxObjects,
 		MemberRequestTimeout:     clusters.DefaultRequestTimeout,
 		MaxConcurrentReconciles:  DefaultMaxConcurrentReconciles,
 		ProbeInterval:            members.DefaultProbeInterval,
@@ -136,6 +146,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Bound on every request to a member but watches: a member that accepts connections and never answers frees the worker then.")
 	fs.DurationVar(&o.MemberSyncTimeout, "member-sync-timeout", o.MemberSyncTimeout,
 		"How long a member's caches may take to sync before its engagement is retried.")
+	fs.IntVar(&o.MemberMaxObjects, "member-max-objects", o.MemberMaxObjects,
+		"Bound on the Widgets and Deployments one member's caches hold: past it the member is parked and reported with reason TooManyObjects (0: no bound).")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"Widget reconciles run at once across all members.")
 	fs.IntVar(&o.MaxConcurrentReconcilesPerMember, "max-concurrent-reconciles-per-member", o.MaxConcurrentReconcilesPerMember,
@@ -214,8 +226,11 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		Scheme:         scheme,
 		SyncTimeout:    opts.MemberSyncTimeout,
 		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
-		// A member's cache holds only the Deployments widgethub manages.
+		// A member's cache holds only the Deployments widgethub manages, and
+		// of them and its Widgets only what the reconciler reads.
 		CacheByObject:    map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: widget.ManagedDeployments()}},
+		CacheTransform:   widget.CacheTransform,
+		MaxObjects:       opts.MemberMaxObjects,
 		ProbeInterval:    opts.ProbeInterval,
 		ProbeTimeout:     opts.ProbeTimeout,
 		FailureThreshold: opts.ProbeFailureThreshold,
