@@ -19,14 +19,14 @@ import (
 //     go: nothing reads them, and the status patch is computed between two
 //     copies of the cached Widget;
 //   - of a Deployment: its identity, the labels and the pod template that
-//     desiredDeployment sets (keys NameLabel, InstanceLabel, ManagedByLabel;
+//     DesiredDeployment sets (keys NameLabel, InstanceLabel, ManagedByLabel;
 //     the container named "widget", its name and image only), its Widget
 //     owner references, the managed fields of FieldManager's apply (which
 //     ExtractDeployment compares through) and its status; annotations (the
 //     revision, kubectl's last-applied configuration), other managers'
 //     fields and the rest of the pod template go.
 //
-// A field desiredDeployment sets must stay here: the "unchanged Widget
+// A field DesiredDeployment sets must stay here: the "unchanged Widget
 // writes nothing" tests fail otherwise. The transform is idempotent, as the
 // informers require.
 func CacheTransform(obj any) (any, error) {
