@@ -21,6 +21,7 @@ func TestSetCredentialsExpiring(t *testing.T) {
 	day := 24 * time.Hour
 	warning := v1alpha1.TokenExpiryWarning
 	renewable := credentials{renewable: true, renewAt: now.Add(-time.Hour)}
+	implausible := credentials{renewable: true, renewAt: now.Add(time.Hour), implausible: "the token claims to be issued at 2026-11-13T12:00:00Z"}
 	failing := credentials{renewable: true, renewAt: now.Add(-time.Hour), failure: "the member answered 403 Forbidden"}
 	for _, tc := range []struct {
 		name       string
@@ -40,6 +41,9 @@ func TestSetCredentialsExpiring(t *testing.T) {
 		{"renewable, an hour left", now.Add(time.Hour), renewable, metav1.ConditionFalse, v1alpha1.MemberCredentialsRenewableReason, ""},
 		{"renewable, renewal failing", now.Add(3 * day), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason, "keeps using it until it expires"},
 		{"renewable, renewal failed, expired", now.Add(-time.Minute), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason, "expired at 2026-11-23T11:59:00Z"},
+		{"the hub's, implausible claims", now.Add(time.Hour), implausible, metav1.ConditionTrue, v1alpha1.MemberImplausibleTokenReason, "renews it on its own clock"},
+		{"not renewed, implausible claims", now.Add(time.Hour), credentials{implausible: "the token claims to be issued in the future"},
+			metav1.ConditionTrue, v1alpha1.MemberImplausibleTokenReason, "issued in the future; renew it with kubectl widgethub join --overwrite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A condition and expiry from an earlier token are replaced,
