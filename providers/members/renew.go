@@ -341,7 +341,8 @@ func (p *Provider) renewNow(ctx context.Context, ren *TokenRenewal, reg *registr
 		return time.Time{}, err
 	}
 	minted := time.Now()
-	token, expires, err := reg.member.RenewToken(ctx, claims, lifetime)
+	// The expiry the member states is as untrusted as its token's claims.
+	token, _, err := reg.member.RenewToken(ctx, claims, lifetime)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -350,7 +351,7 @@ func (p *Provider) renewNow(ctx context.Context, ren *TokenRenewal, reg *registr
 		return time.Time{}, err
 	}
 	reg.renewal.wrote = hash
-	return expires, nil
+	return minted.Add(lifetime), nil
 }
 
 // requeueWithin makes the reconcile come back within d at the latest.
