@@ -173,17 +173,22 @@ type schedule struct {
 }
 
 // renewalSchedule is the schedule of a token with claims (ok: they could be
-// read), whose record issued is the hub's own or zero, given the time of the
+// read) that should be bound to the Secret bound, whose record issued is the
+// hub's own or zero, given the time of the
 // hub's last write of a token for this member (lastWrite, zero when none is
 // remembered) and now. A token the hub minted is renewed on the hub's clock
 // and may claim what it likes; a token it did not mint is renewed on its
 // claims if they are plausible, and not at all otherwise.
-func renewalSchedule(claims clusters.TokenClaims, ok bool, issued TokenIssue, lastWrite, now time.Time, o RenewalOptions) schedule {
+func renewalSchedule(claims clusters.TokenClaims, ok bool, bound string, issued TokenIssue, lastWrite, now time.Time, o RenewalOptions) schedule {
 	own := !issued.MintedAt.IsZero()
 	var s schedule
 	switch {
 	case !ok:
 		s.implausible = "the token's claims cannot be read"
+	case claims.Secret == "" || claims.Secret != bound:
+		// The renewal would ask for a token bound to it: none at all.
+		ok = false
+		s.implausible = "the token claims to be bound to another Secret than the one the registration names"
 	case !own && claims.Lifetime() < clusters.MinTokenLifetime:
 		s.implausible = fmt.Sprintf("the token claims a lifetime of %s, less than the API server issues", claims.Lifetime())
 	case claims.IssuedAt.After(now.Add(claimsSkew)):
@@ -257,10 +262,10 @@ func (p *Provider) renewToken(ctx context.Context, name multicluster.ClusterName
 		return
 	}
 	token := e.cfg.REST.BearerToken
-	claims, ok := clusters.ParseTokenClaims(token)
-	if ok && (claims.Secret == "" || claims.Secret != ren.BoundSecret) {
-		return // not a token join minted for this registration
+	if token == "" {
+		return // no token to renew (a client certificate)
 	}
+	claims, ok := clusters.ParseTokenClaims(token)
 	now := time.Now()
 	issued := ren.Issued
 	if !issued.Describes(token) || issued.MintedAt.After(now.Add(claimsSkew)) {
@@ -270,7 +275,7 @@ func (p *Provider) renewToken(ctx context.Context, name multicluster.ClusterName
 	if engaged != nil {
 		lastWrite = engaged.renewal.wroteAt
 	}
-	s := renewalSchedule(claims, ok, issued, lastWrite, now, p.opts.Renewal)
+	s := renewalSchedule(claims, ok, ren.BoundSecret, issued, lastWrite, now, p.opts.Renewal)
 	obs.renewal = credentials{renewable: s.renew, renewAt: s.renewAt, implausible: s.implausible}
 	if s.implausible != "" {
 		obs.tokenExpiry = s.expiry

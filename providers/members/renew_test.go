@@ -21,7 +21,7 @@ func TestRenewalSchedule(t *testing.T) {
 	minted := now.Add(-time.Hour)
 	own := TokenIssue{MintedAt: minted, Lifetime: lifetime, Token: "0123456789abcdef"}
 	claimsOf := func(iat time.Time, life time.Duration) clusters.TokenClaims {
-		return clusters.TokenClaims{IssuedAt: iat, Expiry: iat.Add(life)}
+		return clusters.TokenClaims{IssuedAt: iat, Expiry: iat.Add(life), Secret: "bound"}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -57,11 +57,15 @@ func TestRenewalSchedule(t *testing.T) {
 			renew: true, renewAt: minted.Add(lifetime / 2), wantLifetime: lifetime, implausible: "the hub asked for 24h0m0s", expiry: minted.Add(lifetime)},
 		{name: "the hub's, a lifetime within the tolerance", claims: claimsOf(minted, lifetime+30*time.Second), ok: true, issued: own,
 			renew: true, renewAt: minted.Add(lifetime / 2), wantLifetime: lifetime, expiry: minted.Add(lifetime + 30*time.Second)},
-		{name: "the hub's, claiming it expired", claims: clusters.TokenClaims{IssuedAt: minted, Expiry: now.Add(-time.Second)}, ok: true,
+		{name: "the hub's, claiming it expired", claims: clusters.TokenClaims{IssuedAt: minted, Expiry: now.Add(-time.Second), Secret: "bound"}, ok: true,
 			issued: TokenIssue{MintedAt: minted, Lifetime: time.Hour + 30*time.Second, Token: "x"},
 			renew:  true, renewAt: minted.Add(30*time.Minute + 15*time.Second), wantLifetime: time.Hour + 30*time.Second, implausible: "expired at",
 			expiry: now.Add(30 * time.Second)},
 		{name: "the hub's, unreadable", ok: false, issued: own, implausible: "cannot be read", expiry: minted.Add(lifetime)},
+		{name: "the hub's, bound to another Secret", claims: clusters.TokenClaims{IssuedAt: minted, Expiry: minted.Add(lifetime), Secret: "other"}, ok: true,
+			issued: own, implausible: "bound to another Secret", expiry: minted.Add(lifetime)},
+		{name: "join's token, bound to no Secret", claims: clusters.TokenClaims{IssuedAt: minted, Expiry: minted.Add(lifetime)}, ok: true,
+			implausible: "bound to another Secret"},
 		{name: "the hub's, renewing often: never within MinInterval of its minting",
 			claims: claimsOf(minted, lifetime), ok: true, issued: own, o: func(o *RenewalOptions) { o.Remaining = 0.9999 },
 			renew: true, renewAt: minted.Add(DefaultMinRenewInterval), wantLifetime: lifetime, expiry: minted.Add(lifetime)},
@@ -77,7 +81,7 @@ func TestRenewalSchedule(t *testing.T) {
 			if tc.o != nil {
 				tc.o(&o)
 			}
-			s := renewalSchedule(tc.claims, tc.ok, tc.issued, tc.lastWrite, now, o)
+			s := renewalSchedule(tc.claims, tc.ok, "bound", tc.issued, tc.lastWrite, now, o)
 			if s.renew != tc.renew || !s.renewAt.Equal(tc.renewAt) || s.lifetime != tc.wantLifetime {
 				t.Errorf("renew %v at %s for %s, want %v at %s for %s", s.renew, s.renewAt, s.lifetime, tc.renew, tc.renewAt, tc.wantLifetime)
 			}
@@ -101,17 +105,17 @@ func TestRenewalScheduleBoundsForgedClaims(t *testing.T) {
 	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	lifetime := 24 * time.Hour
 	forged := func(now time.Time) clusters.TokenClaims {
-		return clusters.TokenClaims{IssuedAt: now.Add(-240 * time.Hour), Expiry: now.Add(-216 * time.Hour)}
+		return clusters.TokenClaims{IssuedAt: now.Add(-240 * time.Hour), Expiry: now.Add(-216 * time.Hour), Secret: "bound"}
 	}
 	// join's token, then every renewal forged; reconciles every second for two days.
-	claims, issued := clusters.TokenClaims{IssuedAt: start, Expiry: start.Add(lifetime)}, TokenIssue{}
+	claims, issued := clusters.TokenClaims{IssuedAt: start, Expiry: start.Add(lifetime), Secret: "bound"}, TokenIssue{}
 	var renewals []time.Time
 	for now := start; now.Before(start.Add(2 * lifetime)); now = now.Add(time.Second) {
 		var last time.Time
 		if n := len(renewals); n > 0 {
 			last = renewals[n-1]
 		}
-		if s := renewalSchedule(claims, true, issued, last, now, opts); s.renew && !now.Before(s.renewAt) {
+		if s := renewalSchedule(claims, true, "bound", issued, last, now, opts); s.renew && !now.Before(s.renewAt) {
 			renewals = append(renewals, now)
 			claims, issued = forged(now), TokenIssue{MintedAt: now, Lifetime: s.lifetime, Token: "x"}
 		}
