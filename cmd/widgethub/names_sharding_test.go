@@ -24,8 +24,9 @@ import (
 // Two legal member names that used to share a fence (a 250-character name
 // and the 236-character name its fence was shortened to) are both served
 // by a sharded hub, each under a fence of its own held by the replica that
-// serves it; and registrations all pinned to one replica leave the other
-// its fair share, the pins not followed reported on their MemberClusters.
+// serves it; and registrations pinned to one replica leave the other its
+// fair share, the pins not followed (beyond the share, or to a replica that
+// is not live) reported on their MemberClusters.
 func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 	const ns = "sharding-names"
 	ctx := t.Context()
@@ -35,7 +36,7 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 	long := strings.Repeat("abcdefghij", 25)
 	sum := sha256.Sum256([]byte(long))
 	twin := long[:219] + "-" + hex.EncodeToString(sum[:8])
-	names := []string{long, twin, "pinned-0", "pinned-1", "pinned-2", "pinned-3"}
+	names := []string{long, twin, "pinned-0", "pinned-1", "pinned-2", "pinned-3", "pinned-4", "pinned-gone"}
 	for i, name := range names {
 		member := testFleet.Members[i%len(testFleet.Members)]
 		user, err := member.Env.AddUser(envtest.User{Name: fmt.Sprintf("%s-%d", ns, i), Groups: []string{"system:masters"}}, nil)
@@ -47,7 +48,10 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 			t.Fatal(err)
 		}
 		secret := kubeconfig.NewSecret(ns, name, kc)
-		if strings.HasPrefix(name, "pinned-") {
+		switch {
+		case name == "pinned-gone":
+			secret.Annotations = map[string]string{sharding.PinAnnotation: "p9"}
+		case strings.HasPrefix(name, "pinned-"):
 			secret.Annotations = map[string]string{sharding.PinAnnotation: "p1"}
 		}
 		if err := testFleet.Hub.Client.Create(ctx, secret); err != nil {
@@ -57,7 +61,7 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 	startReplica(t, ns, "p1")
 	startReplica(t, ns, "p2")
 
-	// 6 members on 2 replicas: 3 each, whatever the 4 pins to p1 ask.
+	// 8 members on 2 replicas: 4 each, whatever the 5 pins to p1 ask.
 	var served map[string]string
 	waitFor(t, 2*time.Minute, "both replicas at their fair share, each long name under a fence of its own", func(ctx context.Context) error {
 		var err error
@@ -68,7 +72,7 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 		for _, r := range served {
 			count[r]++
 		}
-		if len(served) != len(names) || count["p1"] != 3 || count["p2"] != 3 {
+		if len(served) != len(names) || count["p1"] != 4 || count["p2"] != 4 {
 			return fmt.Errorf("served %d of %d, by replica %v", len(served), len(names), count)
 		}
 		for _, name := range []string{long, twin} {
@@ -93,7 +97,7 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 		if err := testFleet.Hub.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
-		followed, refused := 0, 0
+		followed, refused, notLive := 0, 0, 0
 		for _, mc := range list.Items {
 			cond := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberPinned)
 			switch {
@@ -107,12 +111,14 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 				followed++
 			case cond.Status == "False" && cond.Reason == v1alpha1.MemberPinBeyondFairShareReason && mc.Status.ServedBy == "p2":
 				refused++
+			case mc.Name == "pinned-gone" && cond.Status == "False" && cond.Reason == v1alpha1.MemberPinnedReplicaNotLiveReason:
+				notLive++
 			default:
 				return fmt.Errorf("%s served by %s shows Pinned=%s %s", mc.Name, mc.Status.ServedBy, cond.Status, cond.Reason)
 			}
 		}
-		if followed != 3 || refused != 1 {
-			return fmt.Errorf("%d pins followed, %d reported", followed, refused)
+		if followed != 4 || refused != 1 || notLive != 1 {
+			return fmt.Errorf("%d pins followed, %d reported beyond the fair share, %d to a replica not live", followed, refused, notLive)
 		}
 		return nil
 	})
