@@ -67,6 +67,23 @@ const (
 	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded,
 	// NoAccessProvider, ResponseTooLarge, RedirectRefused or TooManyObjects.
 	MemberStalled = "Stalled"
+	// MemberPinned says, on a sharded hub, whether the member's pin (the
+	// registration's widgethub.io/replica annotation) is followed: True
+	// (reason MemberPinHonouredReason) while it is served by the replica it
+	// is pinned to; False while the replica is not live
+	// (MemberPinnedReplicaNotLiveReason) or serves its fair share already
+	// (MemberPinBeyondFairShareReason), and the member is shared out like
+	// an unpinned one. Absent for a member without a pin.
+	MemberPinned = "Pinned"
+	// MemberPinHonouredReason: the member is served by its pinned replica.
+	MemberPinHonouredReason = "PinHonoured"
+	// MemberPinnedReplicaNotLiveReason: the pinned replica is not live.
+	MemberPinnedReplicaNotLiveReason = "PinnedReplicaNotLive"
+	// MemberPinBeyondFairShareReason: the pinned replica serves its fair
+	// share of members already; the manager's
+	// --allow-pins-beyond-fair-share lets it take more.
+	MemberPinBeyondFairShareReason = "PinBeyondFairShare"
+
 	// MemberEngagingReason (Reconciling): the hub is checking the member and
 	// starting its caches with a new kubeconfig.
 	MemberEngagingReason = "Engaging"
@@ -91,6 +108,12 @@ const (
 	// MemberRenewalFailedReason: the token's renewal is due and failed; the
 	// hub keeps using the token until it expires, and retries with backoff.
 	MemberRenewalFailedReason = "RenewalFailed"
+	// MemberImplausibleTokenReason: the member issued a token whose claims
+	// do not fit what the hub asked for (expired, issued in the future or
+	// long before the hub asked, another lifetime, unreadable). The hub
+	// renews a token it asked for on its own clock whatever the token
+	// claims, and does not renew one it did not ask for.
+	MemberImplausibleTokenReason = "ImplausibleToken"
 )
 
 // TokenExpiryWarning is how long before a token the hub does not renew

@@ -47,7 +47,7 @@ func TestShardedRenewalByTheServingReplicaOnly(t *testing.T) {
 	t.Cleanup(func() { kubectl("unjoin", name, "--cleanup", "--member-context", "east") })
 
 	// Renewed 12 s into a 10-minute token.
-	renew := []string{"--token-renew-remaining=0.98"}
+	renew := []string{"--token-renew-remaining=0.98", "--token-renew-min-interval=10s"}
 	replicas := map[string]*replica{"q1": startReplicaWith(t, ns, "q1", hubKubeconfig, renew...), "q2": startReplicaWith(t, ns, "q2", hubKubeconfig, renew...)}
 
 	// renewals are the TokenRequests of the hub's identity at east since

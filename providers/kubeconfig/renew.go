@@ -5,6 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +29,13 @@ const (
 	// it when it installs the member role that allows the renewal; the hub
 	// never rewrites a registration without it.
 	RenewTokenAnnotation = "widgethub.io/renew-token"
+	// TokenIssuedAnnotation is the hub's record of the token it last wrote
+	// into a registration Secret, written with it:
+	// "minted=<RFC 3339 time> lifetime=<seconds>s token=<digest>", when the
+	// hub asked the member for it (on the hub's clock), the lifetime it
+	// asked for, and members.TokenDigest of the token. The hub schedules the
+	// next renewal from it, not from what the token claims.
+	TokenIssuedAnnotation = "widgethub.io/token-issued"
 )
 
 // Renewing writes the registration Secret's kubeconfig: the hub may patch the
@@ -39,15 +50,17 @@ func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
 	}
 	return &members.TokenRenewal{
 		BoundSecret: secret.Annotations[TokenSecretAnnotation],
-		Write: func(ctx context.Context, token string, dryRun bool) ([sha256.Size]byte, error) {
-			return s.writeToken(ctx, secret, token, dryRun)
+		Issued:      parseTokenIssued(secret.Annotations[TokenIssuedAnnotation]),
+		Write: func(ctx context.Context, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
+			return s.writeToken(ctx, secret, token, issued, dryRun)
 		},
 	}
 }
 
-// writeToken writes token into secret's kubeconfig, provided the Secret is
-// unchanged since it was read and only the token changes.
-func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, dryRun bool) ([sha256.Size]byte, error) {
+// writeToken writes token into secret's kubeconfig and issued into its
+// TokenIssuedAnnotation, provided the Secret is unchanged since it was read
+// and only the token changes in the kubeconfig.
+func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
 	data := secret.Data[SecretKey]
 	doc, err := withToken(data, token)
 	if err != nil {
@@ -66,6 +79,12 @@ func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token st
 	}
 	updated := secret.DeepCopy()
 	updated.Data[SecretKey] = doc
+	if record := formatTokenIssued(issued); record != "" {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[TokenIssuedAnnotation] = record
+	}
 	var opts []client.PatchOption
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
@@ -95,4 +114,38 @@ func withToken(kubeconfig []byte, token string) ([]byte, error) {
 	}
 	cur.User.Token = token
 	return clientcmd.Write(*raw)
+}
+
+// formatTokenIssued is the value of TokenIssuedAnnotation for issued; empty
+// for a zero record.
+func formatTokenIssued(issued members.TokenIssue) string {
+	if issued.MintedAt.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("minted=%s lifetime=%ds token=%s", issued.MintedAt.UTC().Format(time.RFC3339),
+		int64(issued.Lifetime/time.Second), issued.Token)
+}
+
+// parseTokenIssued reads a TokenIssuedAnnotation; a value it cannot read
+// is no record.
+func parseTokenIssued(value string) members.TokenIssue {
+	var issued members.TokenIssue
+	for field := range strings.FieldsSeq(value) {
+		key, v, _ := strings.Cut(field, "=")
+		switch key {
+		case "minted":
+			issued.MintedAt, _ = time.Parse(time.RFC3339, v)
+		case "lifetime":
+			seconds, err := strconv.ParseInt(strings.TrimSuffix(v, "s"), 10, 64)
+			if err == nil && seconds > 0 && seconds < math.MaxInt64/int64(time.Second) {
+				issued.Lifetime = time.Duration(seconds) * time.Second
+			}
+		case "token":
+			issued.Token = v
+		}
+	}
+	if issued.MintedAt.IsZero() || issued.Lifetime == 0 || issued.Token == "" {
+		return members.TokenIssue{}
+	}
+	return issued
 }

@@ -75,6 +75,7 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 	expiring := setCredentialsExpiring(&status, obs.tokenExpiry, obs.renewal, p.opts.Renewal.ExpiryWarning, time.Now())
 	recordCredentials(name, obs.tokenExpiry, expiring)
 	p.setNameConflict(&status, name)
+	p.setPinned(&status, name)
 	status.ServedBy = p.servedBy()
 	now := metav1.Now()
 	lastProbe := status.LastProbeTime

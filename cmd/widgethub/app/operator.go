@@ -77,9 +77,16 @@ type Options struct {
 	Sharding bool
 	// ReplicaID names this replica among the sharded replicas: its Pod's name.
 	ReplicaID string
+	// AllowPinsBeyondFairShare honours every pin to a live replica, however
+	// many members it pins there; without it a replica takes pinned members
+	// only up to its fair share.
+	AllowPinsBeyondFairShare bool
 	// TokenRenewRemaining is the fraction of its lifetime a member token
 	// that join minted has left when the hub renews it.
 	TokenRenewRemaining float64
+	// TokenRenewMinInterval is the least time between two renewals of a
+	// member's token, whatever the member's tokens claim.
+	TokenRenewMinInterval time.Duration
 	// CredentialsExpiryWarning is how long before a token the hub does not
 	// renew expires its MemberCluster shows CredentialsExpiring.
 	CredentialsExpiryWarning time.Duration
@@ -112,6 +119,7 @@ func DefaultOptions() Options {
 		GracefulShutdownTimeout:  30 * time.Second,
 		ReplicaID:                hostname(),
 		TokenRenewRemaining:      members.DefaultRenewRemaining,
+		TokenRenewMinInterval:    members.DefaultMinRenewInterval,
 		CredentialsExpiryWarning: v1alpha1.TokenExpiryWarning,
 	}
 }
@@ -168,6 +176,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Allow connections to members at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, ...).")
 	fs.Float64Var(&o.TokenRenewRemaining, "token-renew-remaining", o.TokenRenewRemaining,
 		"Fraction of its lifetime a member token minted by kubectl widgethub join has left when the hub renews it (between 0 and 1).")
+	fs.DurationVar(&o.TokenRenewMinInterval, "token-renew-min-interval", o.TokenRenewMinInterval,
+		"Least time between two renewals of a member's token, whatever the member's tokens claim.")
+	fs.BoolVar(&o.AllowPinsBeyondFairShare, "allow-pins-beyond-fair-share", o.AllowPinsBeyondFairShare,
+		"With --sharding, honour every pin (annotation "+sharding.PinAnnotation+") to a live replica however many members it pins there; by default a replica takes pinned members only up to its fair share and the others are shared out like unpinned ones.")
 	fs.DurationVar(&o.CredentialsExpiryWarning, "credentials-expiry-warning", o.CredentialsExpiryWarning,
 		"How long before a member token the hub does not renew expires the MemberCluster shows CredentialsExpiring.")
 }
@@ -190,7 +202,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		if opts.ReplicaID == "" {
 			return nil, errors.New("--sharding needs a --replica-id")
 		}
-		shards = &sharding.Options{ReplicaID: opts.ReplicaID}
+		shards = &sharding.Options{ReplicaID: opts.ReplicaID, AllowPinsBeyondFairShare: opts.AllowPinsBeyondFairShare}
 		// Every replica serves; the member API servers can tell them apart.
 		opts.LeaderElection = false
 		userAgent += "/" + opts.ReplicaID
@@ -235,7 +247,8 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		ProbeTimeout:     opts.ProbeTimeout,
 		FailureThreshold: opts.ProbeFailureThreshold,
 		Sharding:         shards,
-		Renewal:          members.RenewalOptions{Remaining: opts.TokenRenewRemaining, ExpiryWarning: opts.CredentialsExpiryWarning},
+		Renewal: members.RenewalOptions{Remaining: opts.TokenRenewRemaining, MinInterval: opts.TokenRenewMinInterval,
+			ExpiryWarning: opts.CredentialsExpiryWarning},
 	})
 	hubCache := kubeconfig.SecretCacheOptions(opts.RegistrationNamespace)
 	if profiles != nil {

@@ -34,6 +34,11 @@ import (
 // API server's shortest), so that a test sees renewals within seconds.
 const renewRemaining = 0.98
 
+// renewMinInterval is the suite's least time between two renewals of a
+// member's token, shorter than the 12 s above so that it shows only where a
+// member's tokens claim to be due sooner.
+const renewMinInterval = 10 * time.Second
+
 var (
 	renewOnce     sync.Once
 	renewPlane    *fleet.ControlPlane
@@ -181,8 +186,12 @@ func TestRenewTokenInPlace(t *testing.T) {
 	g.Expect(claims.SecretUID).To(Equal(old.SecretUID))
 	g.Expect(claims.Lifetime()).To(Equal(old.Lifetime()), "the same lifetime")
 	g.Expect(claims.IssuedAt).To(BeTemporally(">=", old.IssuedAt))
-	// Only the token changed: server, CA, user, context, annotations, labels.
+	// Only the token changed: server, CA, user, context, labels; the
+	// annotations gained the hub's record of the token it asked for.
 	g.Expect(bytes.ReplaceAll(renewed.Data[kubeconfig.SecretKey], []byte(newToken), []byte(oldToken))).To(Equal(secret.Data[kubeconfig.SecretKey]))
+	issued := renewed.Annotations[kubeconfig.TokenIssuedAnnotation]
+	g.Expect(issued).To(MatchRegexp(`^minted=\S+ lifetime=600s token=` + members.TokenDigest(newToken) + `$`))
+	delete(renewed.Annotations, kubeconfig.TokenIssuedAnnotation)
 	g.Expect(renewed.Annotations).To(Equal(secret.Annotations))
 	g.Expect(renewed.Labels).To(Equal(secret.Labels))
 	// The old token is not revoked (it is bound to the same Secret); it
