@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -149,11 +150,19 @@ func (o *widgetsOptions) list(ctx context.Context, s corev1.Secret) memberWidget
 		return r
 	}
 	cfg.REST.Timeout = o.requestTimeout
-	c := &cluster{role: "registration kubeconfig", context: cfg.Context, config: cfg.REST}
+	// One HTTP client for the ping and the list: the config's, with its CA,
+	// and following no redirect.
+	hc, err := rest.HTTPClientFor(cfg.REST)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	clusters.RefuseRedirects(hc)
+	c := &cluster{role: "registration kubeconfig", context: cfg.Context, config: cfg.REST, httpClient: hc}
 	if r.err = c.ping(); r.err != nil {
 		return r
 	}
-	cl, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	cl, err := client.New(cfg.REST, client.Options{Scheme: scheme, HTTPClient: hc})
 	if err != nil {
 		r.err = err
 		return r
