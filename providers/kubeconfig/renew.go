@@ -11,20 +11,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/members"
-)
-
-const (
-	// TokenSecretAnnotation on a registration Secret names the Secret in the
-	// member's widgethub-system namespace that its token is bound to
-	// (written by kubectl widgethub join).
-	TokenSecretAnnotation = "widgethub.io/member-token-secret"
-	// RenewTokenAnnotation, "true" on a registration Secret, lets the hub
-	// renew its token and rewrite its kubeconfig with the new one. join sets
-	// it when it installs the member role that allows the renewal; the hub
-	// never rewrites a registration without it.
-	RenewTokenAnnotation = "widgethub.io/renew-token"
 )
 
 // Renewing writes the registration Secret's kubeconfig: the hub may patch the
@@ -34,11 +23,11 @@ const (
 // renewal is how the engine renews the token of secret, which join marked
 // renewable; nil for any other Secret.
 func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
-	if secret.Annotations[RenewTokenAnnotation] != "true" || s.writer == nil {
+	if secret.Annotations[registration.RenewTokenAnnotation] != "true" || s.writer == nil {
 		return nil
 	}
 	return &members.TokenRenewal{
-		BoundSecret: secret.Annotations[TokenSecretAnnotation],
+		BoundSecret: secret.Annotations[registration.TokenSecretAnnotation],
 		Write: func(ctx context.Context, token string, dryRun bool) ([sha256.Size]byte, error) {
 			return s.writeToken(ctx, secret, token, dryRun)
 		},
@@ -48,7 +37,7 @@ func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
 // writeToken writes token into secret's kubeconfig, provided the Secret is
 // unchanged since it was read and only the token changes.
 func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, dryRun bool) ([sha256.Size]byte, error) {
-	data := secret.Data[SecretKey]
+	data := secret.Data[registration.SecretKey]
 	doc, err := withToken(data, token)
 	if err != nil {
 		return [sha256.Size]byte{}, err
@@ -65,7 +54,7 @@ func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token st
 		return [sha256.Size]byte{}, errors.New("the kubeconfig with the renewed token differs in more than the token")
 	}
 	updated := secret.DeepCopy()
-	updated.Data[SecretKey] = doc
+	updated.Data[registration.SecretKey] = doc
 	var opts []client.PatchOption
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
