@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
@@ -47,12 +47,12 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		secret := kubeconfig.NewSecret(ns, name, kc)
+		secret := registration.NewSecret(ns, name, kc)
 		switch {
 		case name == "pinned-gone":
-			secret.Annotations = map[string]string{sharding.PinAnnotation: "p9"}
+			secret.Annotations = map[string]string{registration.PinAnnotation: "p9"}
 		case strings.HasPrefix(name, "pinned-"):
-			secret.Annotations = map[string]string{sharding.PinAnnotation: "p1"}
+			secret.Annotations = map[string]string{registration.PinAnnotation: "p1"}
 		}
 		if err := testFleet.Hub.Client.Create(ctx, secret); err != nil {
 			t.Fatal(err)

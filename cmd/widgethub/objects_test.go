@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // A member whose caches would hold more than --member-max-objects is parked
@@ -112,7 +112,7 @@ func registerMember(t *testing.T, ns, name string, member *fleet.ControlPlane) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := testFleet.Hub.Client.Create(t.Context(), kubeconfig.NewSecret(ns, name, kc)); err != nil {
+	if err := testFleet.Hub.Client.Create(t.Context(), registration.NewSecret(ns, name, kc)); err != nil {
 		t.Fatal(err)
 	}
 }

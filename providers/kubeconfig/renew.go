@@ -15,27 +15,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/members"
-)
-
-const (
-	// TokenSecretAnnotation on a registration Secret names the Secret in the
-	// member's widgethub-system namespace that its token is bound to
-	// (written by kubectl widgethub join).
-	TokenSecretAnnotation = "widgethub.io/member-token-secret"
-	// RenewTokenAnnotation, "true" on a registration Secret, lets the hub
-	// renew its token and rewrite its kubeconfig with the new one. join sets
-	// it when it installs the member role that allows the renewal; the hub
-	// never rewrites a registration without it.
-	RenewTokenAnnotation = "widgethub.io/renew-token"
-	// TokenIssuedAnnotation is the hub's record of the token it last wrote
-	// into a registration Secret, written with it:
-	// "minted=<RFC 3339 time> lifetime=<seconds>s token=<digest>", when the
-	// hub asked the member for it (on the hub's clock), the lifetime it
-	// asked for, and members.TokenDigest of the token. The hub schedules the
-	// next renewal from it, not from what the token claims.
-	TokenIssuedAnnotation = "widgethub.io/token-issued"
 )
 
 // Renewing writes the registration Secret's kubeconfig: the hub may patch the
@@ -45,12 +27,12 @@ const (
 // renewal is how the engine renews the token of secret, which join marked
 // renewable; nil for any other Secret.
 func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
-	if secret.Annotations[RenewTokenAnnotation] != "true" || s.writer == nil {
+	if secret.Annotations[registration.RenewTokenAnnotation] != "true" || s.writer == nil {
 		return nil
 	}
 	return &members.TokenRenewal{
-		BoundSecret: secret.Annotations[TokenSecretAnnotation],
-		Issued:      parseTokenIssued(secret.Annotations[TokenIssuedAnnotation]),
+		BoundSecret: secret.Annotations[registration.TokenSecretAnnotation],
+		Issued:      parseTokenIssued(secret.Annotations[registration.TokenIssuedAnnotation]),
 		Write: func(ctx context.Context, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
 			return s.writeToken(ctx, secret, token, issued, dryRun)
 		},
@@ -58,10 +40,10 @@ func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
 }
 
 // writeToken writes token into secret's kubeconfig and issued into its
-// TokenIssuedAnnotation, provided the Secret is unchanged since it was read
+// registration.TokenIssuedAnnotation, provided the Secret is unchanged since it was read
 // and only the token changes in the kubeconfig.
 func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
-	data := secret.Data[SecretKey]
+	data := secret.Data[registration.SecretKey]
 	doc, err := withToken(data, token)
 	if err != nil {
 		return [sha256.Size]byte{}, err
@@ -78,12 +60,12 @@ func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token st
 		return [sha256.Size]byte{}, errors.New("the kubeconfig with the renewed token differs in more than the token")
 	}
 	updated := secret.DeepCopy()
-	updated.Data[SecretKey] = doc
+	updated.Data[registration.SecretKey] = doc
 	if record := formatTokenIssued(issued); record != "" {
 		if updated.Annotations == nil {
 			updated.Annotations = map[string]string{}
 		}
-		updated.Annotations[TokenIssuedAnnotation] = record
+		updated.Annotations[registration.TokenIssuedAnnotation] = record
 	}
 	var opts []client.PatchOption
 	if dryRun {
@@ -116,7 +98,7 @@ func withToken(kubeconfig []byte, token string) ([]byte, error) {
 	return clientcmd.Write(*raw)
 }
 
-// formatTokenIssued is the value of TokenIssuedAnnotation for issued; empty
+// formatTokenIssued is the value of registration.TokenIssuedAnnotation for issued; empty
 // for a zero record.
 func formatTokenIssued(issued members.TokenIssue) string {
 	if issued.MintedAt.IsZero() {
@@ -126,7 +108,7 @@ func formatTokenIssued(issued members.TokenIssue) string {
 		int64(issued.Lifetime/time.Second), issued.Token)
 }
 
-// parseTokenIssued reads a TokenIssuedAnnotation; a value it cannot read
+// parseTokenIssued reads a registration.TokenIssuedAnnotation; a value it cannot read
 // is no record.
 func parseTokenIssued(value string) members.TokenIssue {
 	var issued members.TokenIssue

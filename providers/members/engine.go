@@ -29,15 +29,13 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	contract "github.com/widgethub/widgethub/api/registration" // named: the engine has a type registration
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
 const (
-	// DefaultNamespace is the default registration namespace.
-	DefaultNamespace = "widgethub-system"
-
 	// DefaultSyncTimeout bounds how long a member's informers may take to sync.
 	DefaultSyncTimeout = 30 * time.Second
 	// DefaultMissingKindRetry is how often a member without a watched kind is tried again.
@@ -67,7 +65,7 @@ var (
 // Options configure a Provider.
 type Options struct {
 	// Namespace is the registration namespace: it holds the sharding
-	// Leases. Defaults to DefaultNamespace.
+	// Leases. Defaults to the registration contract's DefaultNamespace.
 	Namespace string
 	// Scheme of the member clusters. Required.
 	Scheme *runtime.Scheme
@@ -117,7 +115,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	orDefault(&o.Namespace, DefaultNamespace)
+	orDefault(&o.Namespace, contract.DefaultNamespace)
 	orDefault(&o.SyncTimeout, DefaultSyncTimeout)
 	orDefault(&o.MissingKindRetry, DefaultMissingKindRetry)
 	orDefault(&o.ConcurrentEngagements, DefaultConcurrentEngagements)

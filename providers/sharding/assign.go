@@ -7,16 +7,11 @@ import (
 	"slices"
 )
 
-// PinAnnotation on a registration names the replica that should serve its
-// member; it is followed while that replica is live and within its fair
-// share (Assign).
-const PinAnnotation = "widgethub.io/replica"
-
 // Registration is what Assign needs to know of a member's registration.
 type Registration struct {
 	// Member is the member's name.
 	Member string
-	// Pin is the replica it is pinned to (PinAnnotation), if any.
+	// Pin is the replica it is pinned to (registration.PinAnnotation), if any.
 	Pin string
 }
 

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 type widgetsOptions struct {
@@ -144,7 +144,7 @@ func (o *widgetsOptions) list(ctx context.Context, s corev1.Secret) memberWidget
 	// The defaults, as on the hub: a registration names no local files, no
 	// proxy, no credential plugin, and verifies TLS; this laptop is no less
 	// worth protecting from a hostile Secret than the hub.
-	cfg, err := clusters.RESTConfig(s.Data[kubeconfig.SecretKey], clusters.ConfigOptions{UserAgent: userAgent})
+	cfg, err := clusters.RESTConfig(s.Data[registration.SecretKey], clusters.ConfigOptions{UserAgent: userAgent})
 	if err != nil {
 		r.err = withCode(ExitKubeconfig, "registration kubeconfig refused: %w", err)
 		return r

@@ -30,9 +30,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // forger is a TLS front to a real member that answers every TokenRequest
@@ -179,7 +179,7 @@ func TestForgedTokenClaimsAreRenewedOnTheHubsClock(t *testing.T) {
 	const name = "forger"
 	secret := joinRenewable(t, name)
 	// Through the front: the member's server, seen through a TLS front of its own.
-	secret.Data[kubeconfig.SecretKey] = editKubeconfig(t, secret.Data[kubeconfig.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+	secret.Data[registration.SecretKey] = editKubeconfig(t, secret.Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
 		c.Server = front.URL
 		c.CertificateAuthorityData = pemOf(front.Certificate())
 	})
@@ -196,13 +196,13 @@ func TestForgedTokenClaimsAreRenewedOnTheHubsClock(t *testing.T) {
 	var mu sync.Mutex
 	var rewrites []time.Time
 	go func() {
-		last := secret.Data[kubeconfig.SecretKey]
+		last := secret.Data[registration.SecretKey]
 		for e := range w.ResultChan() {
 			s, ok := e.Object.(*corev1.Secret)
-			if !ok || e.Type != watch.Modified || bytes.Equal(s.Data[kubeconfig.SecretKey], last) {
+			if !ok || e.Type != watch.Modified || bytes.Equal(s.Data[registration.SecretKey], last) {
 				continue
 			}
-			last = s.Data[kubeconfig.SecretKey]
+			last = s.Data[registration.SecretKey]
 			mu.Lock()
 			rewrites = append(rewrites, time.Now())
 			mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/clusterprofile"
@@ -102,7 +103,7 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		RegistrationNamespace:    kubeconfig.DefaultNamespace,
+		RegistrationNamespace:    registration.DefaultNamespace,
 		MetricsBindAddress:       ":8080",
 		MetricsSecure:            true,
 		HealthProbeBindAddress:   ":8081",
@@ -133,7 +134,7 @@ func hostname() string {
 // BindFlags registers the options as flags on fs, with o's values as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RegistrationNamespace, "registration-namespace", o.RegistrationNamespace,
-		"Namespace on the hub that holds member registration Secrets (label "+kubeconfig.SecretLabel+"=true, key "+kubeconfig.SecretKey+").")
+		"Namespace on the hub that holds member registration Secrets (label "+registration.SecretLabel+"=true, key "+registration.SecretKey+").")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
@@ -179,7 +180,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TokenRenewMinInterval, "token-renew-min-interval", o.TokenRenewMinInterval,
 		"Least time between two renewals of a member's token, whatever the member's tokens claim.")
 	fs.BoolVar(&o.AllowPinsBeyondFairShare, "allow-pins-beyond-fair-share", o.AllowPinsBeyondFairShare,
-		"With --sharding, honour every pin (annotation "+sharding.PinAnnotation+") to a live replica however many members it pins there; by default a replica takes pinned members only up to its fair share and the others are shared out like unpinned ones.")
+		"With --sharding, honour every pin (annotation "+registration.PinAnnotation+") to a live replica however many members it pins there; by default a replica takes pinned members only up to its fair share and the others are shared out like unpinned ones.")
 	fs.DurationVar(&o.CredentialsExpiryWarning, "credentials-expiry-warning", o.CredentialsExpiryWarning,
 		"How long before a member token the hub does not renew expires the MemberCluster shows CredentialsExpiring.")
 }
