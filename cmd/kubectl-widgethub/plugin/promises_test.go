@@ -214,19 +214,7 @@ func TestJoinRegistersOnlyATokenThatCanListWidgets(t *testing.T) {
 	ctx := context.Background()
 	alpha := testFleet.Member("alpha")
 	adminToken := clusterAdminToken(t, alpha)
-	proxy, err := fleet.NewHTTPProxy(alpha.Config.Host, alpha.Config.CAData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	doc, err := proxy.Kubeconfig(alpha.Kubeconfig, adminToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	memberKubeconfig := filepath.Join(t.TempDir(), "alpha-through-proxy.kubeconfig")
-	if err := os.WriteFile(memberKubeconfig, doc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	proxy, memberKubeconfig := proxiedKubeconfig(t, alpha, adminToken)
 	// Only requests that are not the admin's: the new token's.
 	proxy.Set(fleet.Fault{Status: http.StatusForbidden, Match: func(r *http.Request) bool {
 		return r.Header.Get("Authorization") != "Bearer "+adminToken && strings.Contains(r.URL.Path, "/widgets")
@@ -241,7 +229,7 @@ func TestJoinRegistersOnlyATokenThatCanListWidgets(t *testing.T) {
 	if _, faulted := proxy.Requests(); faulted == 0 {
 		t.Error("the new token's Widget list never reached the member")
 	}
-	err = testFleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: hubNS, Name: "proxied"}, &corev1.Secret{})
+	err := testFleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: hubNS, Name: "proxied"}, &corev1.Secret{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("registration Secret proxied after a failed check: %v", err)
 	}
@@ -252,6 +240,27 @@ func TestJoinRegistersOnlyATokenThatCanListWidgets(t *testing.T) {
 
 // clusterAdminToken mints a token for a cluster-admin ServiceAccount of cp
 // (a client certificate cannot pass fleet.HTTPProxy, which terminates TLS).
+// proxiedKubeconfig puts a fleet.HTTPProxy in front of cp and writes a
+// kubeconfig that reaches cp through it with token, for the plugin's
+// --member-kubeconfig.
+func proxiedKubeconfig(t *testing.T, cp *fleet.ControlPlane, token string) (*fleet.HTTPProxy, string) {
+	t.Helper()
+	proxy, err := fleet.NewHTTPProxy(cp.Config.Host, cp.Config.CAData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	doc, err := proxy.Kubeconfig(cp.Kubeconfig, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), cp.Name+"-through-proxy.kubeconfig")
+	if err := os.WriteFile(path, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return proxy, path
+}
+
 func clusterAdminToken(t *testing.T, cp *fleet.ControlPlane) string {
 	t.Helper()
 	ctx := context.Background()

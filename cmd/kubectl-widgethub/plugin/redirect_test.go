@@ -3,8 +3,6 @@ package plugin_test
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,19 +16,7 @@ import (
 func TestPluginFollowsNoRedirect(t *testing.T) {
 	alpha := testFleet.Member("alpha")
 	adminToken := clusterAdminToken(t, alpha)
-	proxy, err := fleet.NewHTTPProxy(alpha.Config.Host, alpha.Config.CAData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	doc, err := proxy.Kubeconfig(alpha.Kubeconfig, adminToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	memberKubeconfig := filepath.Join(t.TempDir(), "alpha-redirecting.kubeconfig")
-	if err := os.WriteFile(memberKubeconfig, doc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	proxy, memberKubeconfig := proxiedKubeconfig(t, alpha, adminToken)
 	for _, https := range []bool{false, true} {
 		for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
 			t.Run(fmt.Sprintf("%d https=%v", code, https), func(t *testing.T) {

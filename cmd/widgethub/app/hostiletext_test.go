@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -22,16 +23,17 @@ import (
 // rest of the line around.
 const terminalTricks = "\x1b[2J\x1b]0;owned\x07\u202e"
 
-// A member whose /version answers a gitVersion full of escape sequences, of
-// 1 MiB and of 4 KiB (within any bound of the answer's size): its
-// MemberCluster is written (the CRD's maxLength does not refuse it), with a
-// version that is bounded and printable; no Event, no line of the manager's
-// logs and no line of the plugin's clusters command holds the member's
-// control characters or more than a few KiB of its text.
+// A member whose /version answers a gitVersion full of escape sequences:
+// within the 4 KiB bound of that answer (1 KiB, about 2.5 KiB as JSON) it is
+// engaged and its MemberCluster written (the CRD's maxLength does not refuse
+// it) with a version that is bounded and printable; past it (1 MiB) it is
+// reported ResponseTooLarge. No Event, no line of the manager's logs and no
+// line of the plugin's clusters command holds the member's control
+// characters or more than a few KiB of its text.
 func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 	alpha := testFleet.Member("alpha")
 	logged := len(logs.String())
-	sizes := map[string]int{"hostile-version-1mib": 1 << 20, "hostile-version-4kib": 4 << 10}
+	sizes := map[string]int{"hostile-version-1mib": 1 << 20, "hostile-version-1kib": 1 << 10}
 	for name, size := range sizes {
 		gitVersion := "v1.31.0" + strings.Repeat(terminalTricks, size/len(terminalTricks))
 		front, err := fleet.NewFront(alpha, func(w http.ResponseWriter, r *http.Request) bool {
@@ -54,13 +56,17 @@ func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 	}
 
 	for name := range sizes {
-		mc := expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+		status, reason := metav1.ConditionTrue, v1alpha1.MemberEngagedReason
+		if sizes[name] > clusters.MaxVersionBytes {
+			status, reason = metav1.ConditionFalse, v1alpha1.MemberResponseTooLargeReason
+		}
+		mc := expectMemberReady(t, name, status, reason)
 		got := mc.Status.KubernetesVersion
 		t.Logf("%s: kubernetesVersion %q (%d bytes)", name, got, len(got))
 		if len(got) > v1alpha1.MaxVersionLength || strings.IndexFunc(got, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 			t.Errorf("%s: kubernetesVersion %q, want at most %d printable bytes", name, got, v1alpha1.MaxVersionLength)
 		}
-		if name == "hostile-version-4kib" && !strings.HasPrefix(got, `v1.31.0\x1b[2J`) {
+		if name == "hostile-version-1kib" && !strings.HasPrefix(got, `v1.31.0\x1b[2J`) {
 			t.Errorf("%s: kubernetesVersion %q, want the member's answer escaped", name, got)
 		}
 		NewWithT(t).Eventually(func(g Gomega) {
