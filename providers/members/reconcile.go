@@ -210,9 +210,15 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e 
 	if err == nil {
 		err = member.StartAndSync(p.runCtx, p.opts.SyncTimeout, p.opts.WatchedObjects...)
 	}
-	if !stopOnCancel() && err == nil {
-		// ctx ended while the member synced: it is being stopped.
-		err = fmt.Errorf("cache sync cut short: %w", context.Cause(ctx))
+	if !stopOnCancel() {
+		// ctx ended while the member was checked or synced: it is being
+		// stopped, and whatever failed, failed because of that.
+		took := time.Since(start).Round(time.Millisecond)
+		if err == nil {
+			err = fmt.Errorf("%w after %s, its cache synced", context.Cause(ctx), took)
+		} else {
+			err = fmt.Errorf("%w after %s: %w", context.Cause(ctx), took, err)
+		}
 	}
 	if err != nil {
 		member.Stop()

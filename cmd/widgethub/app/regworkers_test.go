@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
@@ -37,8 +38,10 @@ func probesOf(cluster string) uint64 {
 // Forty registrations whose member passes its checks and then never answers
 // its cache's lists (each would hold a registration worker for the whole
 // sync timeout) hold a bounded share of the workers: meanwhile a new healthy
-// member is engaged within 3s, and an engaged member is probed every probe
-// interval, never more than 2s late.
+// member is engaged within 3s, an engaged member is probed every probe
+// interval, never more than 2s late, and another whose API server goes away
+// is Unreachable within its failure threshold of probes (each an interval
+// plus the probe timeout), plus 2s.
 func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	const (
 		hanging      = 40
@@ -51,6 +54,15 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 		t.Fatalf("%d hanging registrations do not outnumber the %d workers", hanging, members.DefaultConcurrentEngagements)
 	}
 	registerEngaged(t, "fresh", beta)
+	down, err := fleet.NewProxy(hostPort(t, beta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Down)
+	registerData(t, "outage", map[string][]byte{"kubeconfig": editKubeconfig(t, beta.Kubeconfig,
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + down.Addr() })})
+	t.Cleanup(func() { unregister(t, "outage") })
+	expectMemberReady(t, "outage", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	front, err := fleet.NewHTTPProxy(alpha.Config.Host, alpha.Config.CAData)
 	if err != nil {
@@ -104,8 +116,14 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	expectMemberReady(t, "newcomer", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	engaged := time.Since(start)
 
-	// fresh is probed throughout: for two sync timeouts of the hanging ones.
-	time.Sleep(2 * opts.MemberSyncTimeout)
+	// Another member's API server goes away.
+	down.Down()
+	start = time.Now()
+	expectMemberReady(t, "outage", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	unreachable := time.Since(start)
+
+	// fresh is probed throughout: for two sync timeouts of the hanging ones at least.
+	time.Sleep(2*opts.MemberSyncTimeout - time.Since(start))
 	close(stop)
 	<-stopped
 	mu.Lock()
@@ -116,13 +134,16 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	}
 	mu.Unlock()
 	held := len(front.Held())
-	t.Logf("newcomer engaged in %s; fresh probed %d times, longest gap %s (interval %s); the front holds %d requests",
-		engaged.Round(time.Millisecond), len(probes)-2, worst.Round(time.Millisecond), opts.ProbeInterval, held)
+	t.Logf("newcomer engaged in %s; outage Unreachable in %s; fresh probed %d times, longest gap %s (interval %s); the front holds %d requests",
+		engaged.Round(time.Millisecond), unreachable.Round(time.Millisecond), len(probes)-2, worst.Round(time.Millisecond), opts.ProbeInterval, held)
 	if engaged > engageWithin {
 		t.Errorf("the new member was engaged in %s, more than %s, while %d registrations hang", engaged.Round(time.Millisecond), engageWithin, hanging)
 	}
 	if worst > opts.ProbeInterval+probeSlack {
 		t.Errorf("an engaged member went %s without a probe (interval %s) while %d registrations hang", worst.Round(time.Millisecond), opts.ProbeInterval, hanging)
+	}
+	if limit := time.Duration(opts.ProbeFailureThreshold)*(opts.ProbeInterval+opts.ProbeTimeout) + probeSlack; unreachable > limit {
+		t.Errorf("a member that went away was Unreachable after %s, more than %s, while %d registrations hang", unreachable.Round(time.Millisecond), limit, hanging)
 	}
 	mc := expectMemberReady(t, "hanging-00", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
 	t.Logf("a hanging registration shows: %s", readyConditionOf(mc).Message)
