@@ -32,6 +32,17 @@ func registrationsInFlightBound(workers int) int {
 	return max(1, workers/2)
 }
 
+// registrationReclaimAfter is how long every worker may stay busy, none
+// coming free, while a registration waits with nothing in flight before the
+// reconcile held longest is cut short (fairqueue.Options.ReclaimAfter). A
+// healthy member's engagement (its checks, a fence, its cache's first list)
+// takes a few hundred milliseconds on a loaded machine, more than the
+// Widget queue's 100ms: when many registrations become ready at once (a
+// dead replica's members, a restart), a shorter wait would cut the healthy
+// engagements handed out first, which are then among the longest held, and
+// each one cut counts as hanging until it answers again.
+const registrationReclaimAfter = time.Second
+
 // newQueue is the controller's NewQueue: the shared fair queue with each
 // registration as its own member.
 func (w *registrationWorkers) newQueue(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
@@ -40,6 +51,7 @@ func (w *registrationWorkers) newQueue(name string, rl workqueue.TypedRateLimite
 		RateLimiter:          keyedLimiter{rl},
 		MaxInFlightPerMember: registrationsInFlightBound(w.workers),
 		Workers:              w.workers,
+		ReclaimAfter:         registrationReclaimAfter,
 	})
 	w.queue.Store(q)
 	return registrationQueue{q}
