@@ -49,9 +49,10 @@
 // registration its own member (workers.go), with its rules:
 //
 //   - Reclaiming: while a registration with nothing in flight whose last
-//     reconcile was answered waits, and every worker has been busy for
-//     fairqueue.DefaultReclaimAfter (100ms) without one coming free, the
-//     reconcile held longest is cut short. Its member checks, cache sync and
+//     reconcile was answered waits, and every worker has been busy for a
+//     second (registrationReclaimAfter; the Widget queue's 100ms would cut
+//     healthy engagements when many registrations become ready at once)
+//     without one coming free, the reconcile held longest is cut short. Its member checks, cache sync and
 //     probes run under the queue's context (fairqueue.Queue.Context), so it
 //     returns at once: an engagement stops the member it started (closing its
 //     connections, so that a request without that deadline, discovery say,
@@ -67,8 +68,9 @@
 //     (registrationsInFlightBound), until one of its reconciles ends in time.
 //
 // So a new registration, a healthy member's probe or a member taken over
-// from a dead replica waits at most about 100ms for a worker, however many
-// registrations hang. This is the fair queue's design reused rather than a
+// from a dead replica waits about a second for a worker (a round of
+// reclaiming; two when other registrations became ready just before it),
+// however many registrations hang. This is the fair queue's design reused rather than a
 // pool of its own: the same guarantee (a quiet member is served within
 // ReclaimAfter whatever the others hold) with the queue's tested code; a
 // separate pool for engagements would not keep probes of members that go
