@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/widgethub/widgethub/reconcilers/controller"
 	"github.com/widgethub/widgethub/reconcilers/controller/fairqueue"
 )
 
@@ -52,6 +53,7 @@ func (w *registrationWorkers) newQueue(name string, rl workqueue.TypedRateLimite
 		MaxInFlightPerMember: registrationsInFlightBound(w.workers),
 		Workers:              w.workers,
 		ReclaimAfter:         registrationReclaimAfter,
+		MetricsProvider:      controller.QueueMetricsProvider(),
 	})
 	w.queue.Store(q)
 	return registrationQueue{q}
