@@ -68,10 +68,11 @@ lint: vet ## gofmt check and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated code or manifests (the chart's CRDs too) are stale, or a top-level package depends on internal/.
+verify: generate manifests ## Fail when generated code or manifests (the chart's CRDs too) are stale, a top-level package depends on internal/, or kubectl widgethub links the hub.
 	@git diff --exit-code -- api config charts/widgethub/crds || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config charts/widgethub/crds)" || { git status --porcelain -- api config charts/widgethub/crds; echo "untracked generated files"; exit 1; }
 	@GO="$(GO)" hack/verify-internal-imports.sh
+	@GO="$(GO)" hack/verify-plugin-deps.sh
 
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver and etcd from source into the cache (once).
@@ -110,6 +111,10 @@ $(GOTEST): hack/gotest/main.go
 bench: ## Measure widgethub against multicluster-runtime's kubeconfig provider and print one table (BENCH_FLAGS).
 	$(GO) build -o $(BIN)/widgethub-bench ./cmd/widgethub-bench
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(BIN)/widgethub-bench $(BENCH_FLAGS)
+
+.PHONY: bench-cache
+bench-cache: ## Measure the hub's heap per cached Widget and Deployment, whole and trimmed (docs/performance.md).
+	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run '^$$' -bench MemberCacheHeap -benchtime 1x ./reconcilers/widget/
 
 .PHONY: bench-quick
 bench-quick: ## The benchmark at small sizes (about 3 minutes), as CI runs it.

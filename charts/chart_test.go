@@ -124,7 +124,7 @@ func TestChartWithEveryValue(t *testing.T) {
 	wantArgs := []string{
 		"--leader-elect=false", "--registration-namespace=fleet-registrations",
 		"--metrics-bind-address=:9090", "--health-probe-bind-address=:9091", "--metrics-secure=false",
-		"--member-qps=150", "--member-burst=300", "--member-sync-timeout=45s", "--member-request-timeout=20s",
+		"--member-qps=150", "--member-burst=300", "--member-sync-timeout=45s", "--member-request-timeout=20s", "--member-max-objects=20000",
 		"--probe-interval=10s", "--probe-timeout=4s", "--probe-failure-threshold=5",
 		"--allow-credential-plugins", "--allow-insecure-members", "--allow-link-local-members",
 		"--max-concurrent-reconciles=64", "--max-concurrent-reconciles-per-member=16", "--zap-log-level=debug",

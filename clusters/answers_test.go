@@ -253,7 +253,7 @@ func TestRedirectsAreRefused(t *testing.T) {
 				_, checks["version"] = h.member.Version(ctx)
 				checks["list"] = h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))
 				_, _, checks["token request"] = h.member.RenewToken(ctx, clusters.TokenClaims{Namespace: "default", ServiceAccount: "hostile",
-					IssuedAt: time.Now(), Expiry: time.Now().Add(time.Hour)})
+					IssuedAt: time.Now(), Expiry: time.Now().Add(time.Hour)}, time.Hour)
 				for what, err := range checks {
 					if !errors.Is(err, clusters.ErrRedirectRefused) {
 						t.Errorf("%s: %v, want ErrRedirectRefused", what, err)

@@ -50,6 +50,8 @@ type Member struct {
 	bearer bool
 	// failing are the Widgets whose latest reconcile failed.
 	failing failingWidgets
+	// objects bounds the objects of its caches (objects.go).
+	objects objectBound
 
 	// gate, when set, is asked before every request (see MemberOptions.Gate).
 	gate func() error
@@ -79,6 +81,12 @@ type MemberOptions struct {
 	// it refuses fails with its error and is not sent. A sharded hub refuses
 	// once its replica may no longer serve the member.
 	Gate func() error
+	// Transform, when set, trims every object before the cache holds it
+	// (cache.Options.DefaultTransform).
+	Transform toolscache.TransformFunc
+	// MaxObjects, when positive, bounds the objects the member's caches
+	// hold: past it they stop and TooManyObjects says so (objects.go).
+	MaxObjects int
 }
 
 // New builds a Member named name from cfg; it does not contact the member.
@@ -92,6 +100,7 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 		dial: dial,
 		open: map[net.Conn]struct{}{},
 	}, bearer: cfg.REST.BearerToken != "", gate: opts.Gate}
+	m.objects = objectBound{max: opts.MaxObjects, stop: m.stopCache}
 	restCfg := rest.CopyConfig(cfg.REST)
 	restCfg.Dial = m.conns.dialTracked
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -106,7 +115,8 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 	cl, err := cluster.New(restCfg, func(o *cluster.Options) {
 		o.Scheme = opts.Scheme
 		o.HTTPClient = httpClient
-		o.Cache.ByObject = opts.CacheByObject
+		o.Cache.ByObject = m.objects.byObject(opts.CacheByObject)
+		o.Cache.DefaultTransform = m.objects.transform(opts.Transform)
 		// The cache asks the mapper about the kinds of ByObject when it is
 		// built; answer from what is known so that New sends no request.
 		o.MapperProvider = func(c *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
@@ -133,6 +143,7 @@ func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, ob
 	m.mu.Lock()
 	m.ctx, m.cancel, m.done = ctx, cancel, done
 	m.mu.Unlock()
+	m.objects.reset()
 	go func() {
 		defer close(done)
 		if err := m.Cluster.Start(ctx); err != nil {
@@ -143,22 +154,23 @@ func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, ob
 	syncCtx, cancelSync := context.WithTimeout(ctx, syncTimeout)
 	defer cancelSync()
 	for _, obj := range objs {
-		// GetInformer waits for the sync only once the cache has started,
-		// which the goroutine above may not have done yet: wait here too.
-		inf, err := m.GetCache().GetInformer(syncCtx, obj)
-		if err == nil && !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
-			err = syncCtx.Err()
-		}
-		if err != nil {
+		if err := m.syncInformer(syncCtx, obj); err != nil {
 			m.Stop()
 			return m.syncError(obj, syncTimeout, err)
 		}
+	}
+	if err := m.TooManyObjects(); err != nil {
+		m.Stop()
+		return err
 	}
 	startCounters(m.name)
 	return nil
 }
 
 func (m *Member) syncError(obj client.Object, timeout time.Duration, err error) error {
+	if tooMany := m.TooManyObjects(); tooMany != nil {
+		return tooMany
+	}
 	kind := fmt.Sprintf("%T", obj)
 	if gvk, gerr := apiutil.GVKForObject(obj, m.GetScheme()); gerr == nil {
 		kind = gvk.Kind

@@ -88,12 +88,12 @@ func TokenRequestSeconds(lifetime time.Duration) int64 {
 // RenewToken asks the member, with the member's current credentials, for a
 // new token of the ServiceAccount that claims names, bound to the same
 // Secret (name and UID: a Secret deleted and created again under that name
-// does not take the token) and with the same lifetime. The request passes the
+// does not take the token), for lifetime. The request passes the
 // member's gate like every other. It returns the token and its expiry.
-func (m *Member) RenewToken(ctx context.Context, claims TokenClaims) (token string, expires time.Time, err error) {
+func (m *Member) RenewToken(ctx context.Context, claims TokenClaims, lifetime time.Duration) (token string, expires time.Time, err error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: claims.Namespace, Name: claims.ServiceAccount}}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr.To(TokenRequestSeconds(claims.Lifetime())),
+		ExpirationSeconds: ptr.To(TokenRequestSeconds(lifetime)),
 	}}
 	if claims.Secret != "" {
 		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: claims.Secret, UID: claims.SecretUID}

@@ -42,6 +42,10 @@ const (
 	// MemberRedirectRefusedReason: the member answered with a redirect, which
 	// the hub never follows (clusters.ErrRedirectRefused).
 	MemberRedirectRefusedReason = "RedirectRefused"
+	// MemberTooManyObjectsReason: the member's caches would hold more
+	// objects than the hub allows per member (--member-max-objects): they
+	// were stopped, and the member is parked until it holds fewer.
+	MemberTooManyObjectsReason = "TooManyObjects"
 
 	// MemberNameConflict is True on the MemberCluster of a member whose name
 	// another registration claims too (a ClusterProfile named like a
@@ -61,8 +65,25 @@ const (
 	// registration Secret, the member's RBAC, its CRDs or what refuses its
 	// writes. Its reason is Ready's: InvalidKubeconfig, ExecPluginRefused,
 	// UnsafeKubeconfig, Unauthorized, Forbidden, WidgetCRDMissing, Degraded,
-	// NoAccessProvider, ResponseTooLarge or RedirectRefused.
+	// NoAccessProvider, ResponseTooLarge, RedirectRefused or TooManyObjects.
 	MemberStalled = "Stalled"
+	// MemberPinned says, on a sharded hub, whether the member's pin (the
+	// registration's widgethub.io/replica annotation) is followed: True
+	// (reason MemberPinHonouredReason) while it is served by the replica it
+	// is pinned to; False while the replica is not live
+	// (MemberPinnedReplicaNotLiveReason) or serves its fair share already
+	// (MemberPinBeyondFairShareReason), and the member is shared out like
+	// an unpinned one. Absent for a member without a pin.
+	MemberPinned = "Pinned"
+	// MemberPinHonouredReason: the member is served by its pinned replica.
+	MemberPinHonouredReason = "PinHonoured"
+	// MemberPinnedReplicaNotLiveReason: the pinned replica is not live.
+	MemberPinnedReplicaNotLiveReason = "PinnedReplicaNotLive"
+	// MemberPinBeyondFairShareReason: the pinned replica serves its fair
+	// share of members already; the manager's
+	// --allow-pins-beyond-fair-share lets it take more.
+	MemberPinBeyondFairShareReason = "PinBeyondFairShare"
+
 	// MemberEngagingReason (Reconciling): the hub is checking the member and
 	// starting its caches with a new kubeconfig.
 	MemberEngagingReason = "Engaging"
@@ -87,6 +108,12 @@ const (
 	// MemberRenewalFailedReason: the token's renewal is due and failed; the
 	// hub keeps using the token until it expires, and retries with backoff.
 	MemberRenewalFailedReason = "RenewalFailed"
+	// MemberImplausibleTokenReason: the member issued a token whose claims
+	// do not fit what the hub asked for (expired, issued in the future or
+	// long before the hub asked, another lifetime, unreadable). The hub
+	// renews a token it asked for on its own clock whatever the token
+	// claims, and does not renew one it did not ask for.
+	MemberImplausibleTokenReason = "ImplausibleToken"
 )
 
 // TokenExpiryWarning is how long before a token the hub does not renew

@@ -13,9 +13,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 const (
@@ -68,7 +68,7 @@ func engagedFlood(ctx context.Context, t *testing.T, flooded, quiet *fleet.Contr
 	quietTracker := startTracker(ctx, t, quiet, "quiet")
 
 	for _, m := range []*fleet.ControlPlane{flooded, quiet} {
-		if err := testFleet.Hub.Client.Create(ctx, kubeconfig.NewSecret(kubeconfig.DefaultNamespace, m.Name, m.Kubeconfig)); err != nil {
+		if err := testFleet.Hub.Client.Create(ctx, registration.NewSecret(registration.DefaultNamespace, m.Name, m.Kubeconfig)); err != nil {
 			t.Fatal(err)
 		}
 	}

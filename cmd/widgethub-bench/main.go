@@ -45,10 +45,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // sizes are the measurement's sizes; -quick scales them down.
@@ -371,13 +371,13 @@ func (b *benchmark) windowFor(impl string) time.Duration {
 }
 
 func (b *benchmark) register(ctx context.Context, name string, kubeconfigData []byte) error {
-	return b.hub.Create(ctx, kubeconfig.NewSecret(b.opts.RegistrationNamespace, name, kubeconfigData))
+	return b.hub.Create(ctx, registration.NewSecret(b.opts.RegistrationNamespace, name, kubeconfigData))
 }
 
 // unregisterAll deletes every registration Secret.
 func (b *benchmark) unregisterAll(ctx context.Context) error {
 	return b.hub.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(b.opts.RegistrationNamespace),
-		client.MatchingLabels{kubeconfig.SecretLabel: "true"})
+		client.MatchingLabels{registration.SecretLabel: "true"})
 }
 
 // waitEngaged waits until p has engaged every one of names.

@@ -29,10 +29,10 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mckubeconfig "sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
 
@@ -175,8 +175,8 @@ func newPeer(cfg *rest.Config, namespace string, tuned *app.Options) (mcmanager.
 	scheme := clusters.NewScheme()
 	providerOpts := mckubeconfig.Options{
 		Namespace:             namespace,
-		KubeconfigSecretLabel: kubeconfig.SecretLabel,
-		KubeconfigSecretKey:   kubeconfig.SecretKey,
+		KubeconfigSecretLabel: registration.SecretLabel,
+		KubeconfigSecretKey:   registration.SecretKey,
 		ClusterOptions:        []cluster.Option{func(o *cluster.Options) { o.Scheme = scheme }},
 	}
 	var controllerOpts mccontroller.Options

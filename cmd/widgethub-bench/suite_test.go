@@ -12,10 +12,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // The suite's fleet: a hub running the real operator, and members flooded and
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // and returns a function that stops it.
 func startOperator(f *fleet.Fleet) (stop func() error, err error) {
 	testFleet = f
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: registration.DefaultNamespace}}
 	if err := f.Hub.Client.Create(context.Background(), ns); err != nil {
 		return nil, err
 	}

@@ -12,11 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // With --sharding, only the replica that serves a member that join
@@ -47,7 +47,7 @@ func TestShardedRenewalByTheServingReplicaOnly(t *testing.T) {
 	t.Cleanup(func() { kubectl("unjoin", name, "--cleanup", "--member-context", "east") })
 
 	// Renewed 12 s into a 10-minute token.
-	renew := []string{"--token-renew-remaining=0.98"}
+	renew := []string{"--token-renew-remaining=0.98", "--token-renew-min-interval=10s"}
 	replicas := map[string]*replica{"q1": startReplicaWith(t, ns, "q1", hubKubeconfig, renew...), "q2": startReplicaWith(t, ns, "q2", hubKubeconfig, renew...)}
 
 	// renewals are the TokenRequests of the hub's identity at east since
@@ -80,7 +80,7 @@ func TestShardedRenewalByTheServingReplicaOnly(t *testing.T) {
 		if err := testFleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 			return "", err
 		}
-		cfg, err := clusters.RESTConfig(s.Data[kubeconfig.SecretKey], clusters.ConfigOptions{})
+		cfg, err := clusters.RESTConfig(s.Data[registration.SecretKey], clusters.ConfigOptions{})
 		if err != nil {
 			return "", err
 		}

@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
@@ -135,7 +135,7 @@ func register(t *testing.T, namespace string, n int) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := testFleet.Hub.Client.Create(t.Context(), kubeconfig.NewSecret(namespace, name, kc)); err != nil {
+		if err := testFleet.Hub.Client.Create(t.Context(), registration.NewSecret(namespace, name, kc)); err != nil {
 			t.Fatal(err)
 		}
 		users[name] = namespace + "-" + name
@@ -513,7 +513,7 @@ func TestReplicasShareTheFleetAndHandOverFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(secret.DeepCopy())
-	secret.Annotations = map[string]string{sharding.PinAnnotation: "r4"}
+	secret.Annotations = map[string]string{registration.PinAnnotation: "r4"}
 	if err := testFleet.Hub.Client.Patch(t.Context(), secret, patch); err != nil {
 		t.Fatal(err)
 	}

@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/config"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // members are the demo's member clusters.
@@ -143,7 +143,7 @@ func (d *demo) startFleet(ctx context.Context, dir string) (stop func() error, e
 		return nil, errors.Join(err, stop())
 	}
 	d.say("control planes up: hub %s, %s", f.Hub.Config.Host, memberHosts(f))
-	if err := f.Hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfig.DefaultNamespace}}); err != nil {
+	if err := f.Hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: registration.DefaultNamespace}}); err != nil {
 		return nil, errors.Join(fmt.Errorf("create the registration namespace: %w", err), stop())
 	}
 	return stop, nil
@@ -343,7 +343,7 @@ func waitMemberClusters(ctx context.Context, f *fleet.Fleet, widgets int32) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var list v1alpha1.MemberClusterList
-		if err := f.Hub.Client.List(ctx, &list, client.InNamespace(kubeconfig.DefaultNamespace)); err != nil {
+		if err := f.Hub.Client.List(ctx, &list, client.InNamespace(registration.DefaultNamespace)); err != nil {
 			return
 		}
 		settled := 0

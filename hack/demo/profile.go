@@ -18,9 +18,9 @@ import (
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // profileMember is the member the demo registers through a ClusterProfile;
@@ -79,10 +79,10 @@ func (d *demo) setUpAccessProvider(dir string) (*accessProvider, error) {
 // and CA and the access provider, as a fleet manager would publish it.
 func (d *demo) registerThroughClusterProfile(ctx context.Context, a *accessProvider, name string) error {
 	secret := &corev1.Secret{}
-	if err := d.fleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: kubeconfig.DefaultNamespace, Name: name}, secret); err != nil {
+	if err := d.fleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: registration.DefaultNamespace, Name: name}, secret); err != nil {
 		return fmt.Errorf("read the registration of %s: %w", name, err)
 	}
-	cfg, err := clusters.RESTConfig(secret.Data[kubeconfig.SecretKey], clusters.ConfigOptions{})
+	cfg, err := clusters.RESTConfig(secret.Data[registration.SecretKey], clusters.ConfigOptions{})
 	if err != nil {
 		return fmt.Errorf("the registration of %s: %w", name, err)
 	}
@@ -98,7 +98,7 @@ func (d *demo) registerThroughClusterProfile(ctx context.Context, a *accessProvi
 	if err := d.fleet.Hub.Client.Delete(ctx, secret); err != nil {
 		return fmt.Errorf("delete the registration Secret of %s: %w", name, err)
 	}
-	if err := waitGone(ctx, d.fleet.Hub.Client, client.ObjectKey{Namespace: kubeconfig.DefaultNamespace, Name: name}); err != nil {
+	if err := waitGone(ctx, d.fleet.Hub.Client, client.ObjectKey{Namespace: registration.DefaultNamespace, Name: name}); err != nil {
 		return err
 	}
 
@@ -112,7 +112,7 @@ func (d *demo) registerThroughClusterProfile(ctx context.Context, a *accessProvi
 	}
 	ext, _ := json.Marshal(map[string]string{"member": name})
 	profile := &inventoryv1alpha1.ClusterProfile{
-		ObjectMeta: metav1.ObjectMeta{Namespace: kubeconfig.DefaultNamespace, Name: name,
+		ObjectMeta: metav1.ObjectMeta{Namespace: registration.DefaultNamespace, Name: name,
 			Labels: map[string]string{inventoryv1alpha1.LabelClusterManagerKey: "widgethub-demo"}},
 		Spec: inventoryv1alpha1.ClusterProfileSpec{DisplayName: name, ClusterManager: inventoryv1alpha1.ClusterManager{Name: "widgethub-demo"}},
 	}
@@ -127,7 +127,7 @@ func (d *demo) registerThroughClusterProfile(ctx context.Context, a *accessProvi
 	if err := hub.Status().Update(ctx, profile); err != nil {
 		return fmt.Errorf("write the ClusterProfile status of %s: %w", name, err)
 	}
-	d.say("ClusterProfile %s/%s created (server %s, access provider %q)", kubeconfig.DefaultNamespace, name, cfg.REST.Host, accessProviderName)
+	d.say("ClusterProfile %s/%s created (server %s, access provider %q)", registration.DefaultNamespace, name, cfg.REST.Host, accessProviderName)
 	return nil
 }
 

@@ -1,7 +1,9 @@
 // Package kubeconfig is the registration source of kubeconfig Secrets: a
 // Secret in the registration namespace labelled widgethub.io/kubeconfig=true
 // registers one member, named after the Secret, with the kubeconfig in its
-// "kubeconfig" key.
+// "kubeconfig" key. Those names, the annotations read here and NewSecret are
+// the registration contract of package api/registration, which the tools
+// that write registrations share without linking this source.
 //
 // Source turns such a Secret into a members.Registration: the Secret owns
 // the member's MemberCluster and receives its Events, the SHA-256 of the

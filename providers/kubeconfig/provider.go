@@ -12,19 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/members"
 	"github.com/widgethub/widgethub/providers/sharding"
-)
-
-const (
-	// SecretLabel marks a Secret as a member registration when set to "true".
-	SecretLabel = "widgethub.io/kubeconfig"
-	// SecretKey is the Secret data key that holds the kubeconfig.
-	SecretKey = "kubeconfig"
-	// DefaultNamespace is the default registration namespace.
-	DefaultNamespace = members.DefaultNamespace
 )
 
 // SecretCacheOptions scopes a hub cache to the registration Secrets of
@@ -36,7 +28,7 @@ func SecretCacheOptions(namespace string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {
 				Namespaces: map[string]cache.Config{namespace: {}},
-				Label:      labels.SelectorFromSet(labels.Set{SecretLabel: "true"}),
+				Label:      labels.SelectorFromSet(labels.Set{registration.SecretLabel: "true"}),
 			},
 			&coordinationv1.Lease{}: {Label: sharding.LeaseSelector()},
 		},
@@ -47,8 +39,8 @@ func SecretCacheOptions(namespace string) cache.Options {
 // +kubebuilder:rbac:groups="",namespace=widgethub-system,resources=secrets,verbs=get;list;watch
 
 // Source is the registration source of kubeconfig Secrets: a Secret of its
-// namespace labelled SecretLabel=true registers the member named after it,
-// with the kubeconfig in its SecretKey data key.
+// namespace labelled registration.SecretLabel=true registers the member
+// named after it, with the kubeconfig in its registration.SecretKey data key.
 type Source struct {
 	namespace string
 	config    clusters.ConfigOptions
@@ -65,7 +57,7 @@ var _ members.Source = (*Source)(nil)
 // renewable are written back through hub (renew.go).
 func New(namespace string, config clusters.ConfigOptions, hub client.Client) *Source {
 	if namespace == "" {
-		namespace = DefaultNamespace
+		namespace = registration.DefaultNamespace
 	}
 	return &Source{namespace: namespace, config: config, hub: hub, writer: hub}
 }
@@ -89,19 +81,19 @@ func (s *Source) Registration(ctx context.Context, key types.NamespacedName) (*m
 	if err := s.hub.Get(ctx, key, secret); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if !secret.DeletionTimestamp.IsZero() || secret.Labels[SecretLabel] != "true" {
+	if !secret.DeletionTimestamp.IsZero() || secret.Labels[registration.SecretLabel] != "true" {
 		return nil, nil
 	}
-	data := secret.Data[SecretKey]
+	data := secret.Data[registration.SecretKey]
 	return &members.Registration{
 		Owner:   secret,
 		Hash:    sha256.Sum256(data),
-		Pin:     secret.Annotations[sharding.PinAnnotation],
+		Pin:     secret.Annotations[registration.PinAnnotation],
 		Renewal: s.renewal(secret),
 		Config: func() (*clusters.Config, error) {
 			if len(data) == 0 {
 				return nil, &members.Refusal{Reason: v1alpha1.MemberInvalidKubeconfigReason,
-					Err: fmt.Errorf("the Secret has no %q data key", SecretKey)}
+					Err: fmt.Errorf("the Secret has no %q data key", registration.SecretKey)}
 			}
 			return clusters.RESTConfig(data, s.config)
 		},
@@ -111,13 +103,13 @@ func (s *Source) Registration(ctx context.Context, key types.NamespacedName) (*m
 // List lists the registration Secrets in the hub cache that are not being deleted.
 func (s *Source) List(ctx context.Context) ([]members.Registration, error) {
 	list := &corev1.SecretList{}
-	if err := s.hub.List(ctx, list, client.InNamespace(s.namespace), client.MatchingLabels{SecretLabel: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := s.hub.List(ctx, list, client.InNamespace(s.namespace), client.MatchingLabels{registration.SecretLabel: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list the registration Secrets: %w", err)
 	}
 	regs := make([]members.Registration, 0, len(list.Items))
 	for i := range list.Items {
 		if secret := &list.Items[i]; secret.DeletionTimestamp.IsZero() {
-			regs = append(regs, members.Registration{Owner: secret, Pin: secret.Annotations[sharding.PinAnnotation]})
+			regs = append(regs, members.Registration{Owner: secret, Pin: secret.Annotations[registration.PinAnnotation]})
 		}
 	}
 	return regs, nil

@@ -5,26 +5,19 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/members"
-)
-
-const (
-	// TokenSecretAnnotation on a registration Secret names the Secret in the
-	// member's widgethub-system namespace that its token is bound to
-	// (written by kubectl widgethub join).
-	TokenSecretAnnotation = "widgethub.io/member-token-secret"
-	// RenewTokenAnnotation, "true" on a registration Secret, lets the hub
-	// renew its token and rewrite its kubeconfig with the new one. join sets
-	// it when it installs the member role that allows the renewal; the hub
-	// never rewrites a registration without it.
-	RenewTokenAnnotation = "widgethub.io/renew-token"
 )
 
 // Renewing writes the registration Secret's kubeconfig: the hub may patch the
@@ -34,21 +27,23 @@ const (
 // renewal is how the engine renews the token of secret, which join marked
 // renewable; nil for any other Secret.
 func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
-	if secret.Annotations[RenewTokenAnnotation] != "true" || s.writer == nil {
+	if secret.Annotations[registration.RenewTokenAnnotation] != "true" || s.writer == nil {
 		return nil
 	}
 	return &members.TokenRenewal{
-		BoundSecret: secret.Annotations[TokenSecretAnnotation],
-		Write: func(ctx context.Context, token string, dryRun bool) ([sha256.Size]byte, error) {
-			return s.writeToken(ctx, secret, token, dryRun)
+		BoundSecret: secret.Annotations[registration.TokenSecretAnnotation],
+		Issued:      parseTokenIssued(secret.Annotations[registration.TokenIssuedAnnotation]),
+		Write: func(ctx context.Context, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
+			return s.writeToken(ctx, secret, token, issued, dryRun)
 		},
 	}
 }
 
-// writeToken writes token into secret's kubeconfig, provided the Secret is
-// unchanged since it was read and only the token changes.
-func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, dryRun bool) ([sha256.Size]byte, error) {
-	data := secret.Data[SecretKey]
+// writeToken writes token into secret's kubeconfig and issued into its
+// registration.TokenIssuedAnnotation, provided the Secret is unchanged since it was read
+// and only the token changes in the kubeconfig.
+func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
+	data := secret.Data[registration.SecretKey]
 	doc, err := withToken(data, token)
 	if err != nil {
 		return [sha256.Size]byte{}, err
@@ -65,7 +60,13 @@ func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token st
 		return [sha256.Size]byte{}, errors.New("the kubeconfig with the renewed token differs in more than the token")
 	}
 	updated := secret.DeepCopy()
-	updated.Data[SecretKey] = doc
+	updated.Data[registration.SecretKey] = doc
+	if record := formatTokenIssued(issued); record != "" {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[registration.TokenIssuedAnnotation] = record
+	}
 	var opts []client.PatchOption
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
@@ -95,4 +96,38 @@ func withToken(kubeconfig []byte, token string) ([]byte, error) {
 	}
 	cur.User.Token = token
 	return clientcmd.Write(*raw)
+}
+
+// formatTokenIssued is the value of registration.TokenIssuedAnnotation for issued; empty
+// for a zero record.
+func formatTokenIssued(issued members.TokenIssue) string {
+	if issued.MintedAt.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("minted=%s lifetime=%ds token=%s", issued.MintedAt.UTC().Format(time.RFC3339),
+		int64(issued.Lifetime/time.Second), issued.Token)
+}
+
+// parseTokenIssued reads a registration.TokenIssuedAnnotation; a value it cannot read
+// is no record.
+func parseTokenIssued(value string) members.TokenIssue {
+	var issued members.TokenIssue
+	for field := range strings.FieldsSeq(value) {
+		key, v, _ := strings.Cut(field, "=")
+		switch key {
+		case "minted":
+			issued.MintedAt, _ = time.Parse(time.RFC3339, v)
+		case "lifetime":
+			seconds, err := strconv.ParseInt(strings.TrimSuffix(v, "s"), 10, 64)
+			if err == nil && seconds > 0 && seconds < math.MaxInt64/int64(time.Second) {
+				issued.Lifetime = time.Duration(seconds) * time.Second
+			}
+		case "token":
+			issued.Token = v
+		}
+	}
+	if issued.MintedAt.IsZero() || issued.Lifetime == 0 || issued.Token == "" {
+		return members.TokenIssue{}
+	}
+	return issued
 }

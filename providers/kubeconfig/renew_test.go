@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/providers/members"
 )
 
 // withToken changes the current context's token and nothing else: the hub
@@ -52,5 +54,27 @@ func TestWithTokenChangesOnlyTheToken(t *testing.T) {
 	}
 	if _, err := withToken(doc, "new-token"); !errors.Is(err, clusters.ErrInvalidKubeconfig) {
 		t.Errorf("a kubeconfig without a token: err = %v, want ErrInvalidKubeconfig", err)
+	}
+}
+
+// The hub's record of a token it minted reads back as written; anything
+// else in the annotation is no record.
+func TestTokenIssuedAnnotation(t *testing.T) {
+	issued := members.TokenIssue{MintedAt: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC), Lifetime: 600 * time.Second, Token: members.TokenDigest("t")}
+	value := formatTokenIssued(issued)
+	if want := "minted=2026-11-25T12:00:00Z lifetime=600s token=" + issued.Token; value != want {
+		t.Fatalf("formatted %q, want %q", value, want)
+	}
+	if got := parseTokenIssued(value); got != issued || !got.Describes("t") || got.Describes("u") {
+		t.Errorf("parsed %+v, want %+v, describing t only", got, issued)
+	}
+	for _, bad := range []string{"", "minted=yesterday lifetime=600s token=ab", "minted=2026-11-25T12:00:00Z lifetime=-1s token=ab",
+		"minted=2026-11-25T12:00:00Z token=ab", "minted=2026-11-25T12:00:00Z lifetime=600s", "lifetime=99999999999999999999s"} {
+		if got := parseTokenIssued(bad); got != (members.TokenIssue{}) {
+			t.Errorf("%q parsed as %+v", bad, got)
+		}
+	}
+	if formatTokenIssued(members.TokenIssue{}) != "" {
+		t.Error("a zero record is written")
 	}
 }

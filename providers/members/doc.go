@@ -104,7 +104,11 @@
 // serves the member asks the member, with that token, for a new one of the
 // same ServiceAccount, bound to the same Secret, with the same lifetime; the
 // source writes it into the registration, and the next reconcile swaps it
-// into the engaged member without a relist (renew.go). A renewal that fails
+// into the engaged member without a relist (renew.go). The schedule is the
+// hub's: from its record of when it asked for the token and for how long
+// (TokenIssue), never from the token's claims, and at most one renewal per
+// RenewalOptions.MinInterval; claims that do not fit are reported (reason
+// ImplausibleToken). A renewal that fails
 // is retried with backoff and shown by the CredentialsExpiring condition, a
 // Warning Event and metrics; the member keeps its current token until it
 // expires.

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -28,15 +29,13 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	contract "github.com/widgethub/widgethub/api/registration" // named: the engine has a type registration
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
 const (
-	// DefaultNamespace is the default registration namespace.
-	DefaultNamespace = "widgethub-system"
-
 	// DefaultSyncTimeout bounds how long a member's informers may take to sync.
 	DefaultSyncTimeout = 30 * time.Second
 	// DefaultMissingKindRetry is how often a member without a watched kind is tried again.
@@ -66,7 +65,7 @@ var (
 // Options configure a Provider.
 type Options struct {
 	// Namespace is the registration namespace: it holds the sharding
-	// Leases. Defaults to DefaultNamespace.
+	// Leases. Defaults to the registration contract's DefaultNamespace.
 	Namespace string
 	// Scheme of the member clusters. Required.
 	Scheme *runtime.Scheme
@@ -82,6 +81,11 @@ type Options struct {
 	WatchedObjects []client.Object
 	// CacheByObject narrows what each member's cache holds per kind.
 	CacheByObject map[client.Object]cache.ByObject
+	// CacheTransform trims every object a member's cache holds.
+	CacheTransform toolscache.TransformFunc
+	// MaxObjects, when positive, bounds the objects of one member's caches:
+	// past it the member is parked with reason TooManyObjects.
+	MaxObjects int
 	// ConcurrentEngagements is how many registrations of a source are reconciled at once.
 	// Defaults to DefaultConcurrentEngagements.
 	ConcurrentEngagements int
@@ -111,7 +115,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	orDefault(&o.Namespace, DefaultNamespace)
+	orDefault(&o.Namespace, contract.DefaultNamespace)
 	orDefault(&o.SyncTimeout, DefaultSyncTimeout)
 	orDefault(&o.MissingKindRetry, DefaultMissingKindRetry)
 	orDefault(&o.ConcurrentEngagements, DefaultConcurrentEngagements)

@@ -200,7 +200,7 @@ func (p *Provider) reengageWait(current *registration, parked *parking, hash [sh
 func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e engagement, log logr.Logger) observation {
 	cfg := e.cfg
 	member, err := clusters.New(string(name), cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log,
-		CacheByObject: p.opts.CacheByObject, Gate: p.gate(e.term)})
+		CacheByObject: p.opts.CacheByObject, Transform: p.opts.CacheTransform, MaxObjects: p.opts.MaxObjects, Gate: p.gate(e.term)})
 	if err != nil {
 		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason, message: err.Error(), err: reconcile.TerminalError(err)}
 	}
@@ -229,6 +229,9 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e 
 			log.Info("Member does not serve the Widget API yet", "retryAfter", p.opts.MissingKindRetry)
 			obs.result, obs.err = reconcile.Result{RequeueAfter: p.opts.MissingKindRetry}, nil
 			return obs
+		}
+		if obs.reason == v1alpha1.MemberTooManyObjectsReason {
+			return p.overfullRetry(obs, log)
 		}
 		obs.err = fmt.Errorf("engage member %q: %w", name, err)
 		return obs
@@ -274,6 +277,9 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e 
 // not only one that stops answering. After FailureThreshold failures in a
 // row the member is parked.
 func (p *Provider) probe(ctx context.Context, name multicluster.ClusterName, reg *registration, log logr.Logger) observation {
+	if err := reg.member.TooManyObjects(); err != nil {
+		return p.parkOverfull(name, reg, err, log)
+	}
 	if since := time.Since(reg.probedAt); since < p.opts.ProbeInterval/2 {
 		// Probed a moment ago (a Secret event came between two probes): say
 		// the same again rather than probe the member more often than the
@@ -373,6 +379,9 @@ func failed(err error) observation {
 	case errors.Is(err, clusters.ErrRedirectRefused):
 		obs.reason = v1alpha1.MemberRedirectRefusedReason
 		obs.message = "the member answered with a redirect, which the hub never follows: " + obs.message
+	case errors.Is(err, clusters.ErrTooManyObjects):
+		obs.reason = v1alpha1.MemberTooManyObjectsReason
+		obs.message = "the member's Widgets and Deployments are more than this hub holds per member (--member-max-objects): " + obs.message
 	case errors.Is(err, clusters.ErrKindMissing):
 		obs.reason = v1alpha1.MemberWidgetCRDMissingReason
 		obs.message = "the member does not serve the Widget API (install the widgets.widgethub.io CRD there): " + obs.message

@@ -10,12 +10,15 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
@@ -189,6 +192,8 @@ type assignment struct {
 	live   []string
 	pins   map[string]string
 	owners map[string]string
+	// unpinned are the pins the assignment did not follow, and why.
+	unpinned map[string]sharding.Unpinned
 }
 
 // owner is the replica that serves the member of reg (nil: the registration
@@ -226,7 +231,7 @@ func (p *Provider) owner(ctx context.Context, name multicluster.ClusterName, reg
 	for member, pin := range next.pins {
 		regs = append(regs, sharding.Registration{Member: member, Pin: pin})
 	}
-	next.owners = sharding.Assign(regs, live)
+	next.owners, next.unpinned = p.shards.Assign(regs, live)
 	p.assigned = next
 	if a != nil {
 		var moved []reconcile.Request
@@ -250,6 +255,41 @@ func (a *assignment) ownerOf(member string) string {
 		return ""
 	}
 	return a.owners[member]
+}
+
+// setPinned shows on the MemberCluster of the member called name whether
+// its pin is followed: condition Pinned, absent for a member without a pin.
+func (p *Provider) setPinned(status *v1alpha1.MemberClusterStatus, name string) {
+	if p.shards == nil {
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.MemberPinned)
+		return
+	}
+	p.assignMu.Lock()
+	a := p.assigned
+	var pin string
+	var unpinned sharding.Unpinned
+	var refused bool
+	if a != nil {
+		pin = a.pins[name]
+		unpinned, refused = a.unpinned[name]
+	}
+	p.assignMu.Unlock()
+	if pin == "" {
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.MemberPinned)
+		return
+	}
+	cond := metav1.Condition{Type: v1alpha1.MemberPinned, Status: metav1.ConditionTrue, Reason: v1alpha1.MemberPinHonouredReason,
+		Message: "served by the replica it is pinned to"}
+	switch {
+	case refused && unpinned.Reason == sharding.PinReplicaNotLive:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.MemberPinnedReplicaNotLiveReason
+		cond.Message = "the replica it is pinned to is not live; the member is shared out like an unpinned one"
+	case refused:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.MemberPinBeyondFairShareReason
+		cond.Message = fmt.Sprintf("the replica it is pinned to serves its fair share of %d members already; the member is shared out like an unpinned one (the manager's --allow-pins-beyond-fair-share follows every pin)", unpinned.Share)
+	}
+	cond.Message = v1alpha1.TruncateMessage(fmt.Sprintf("pinned to %.64q: %s", pin, cond.Message))
+	meta.SetStatusCondition(&status.Conditions, cond)
 }
 
 // wake reconciles the registrations of reqs (members the assignment moved).

@@ -75,6 +75,7 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 	expiring := setCredentialsExpiring(&status, obs.tokenExpiry, obs.renewal, p.opts.Renewal.ExpiryWarning, time.Now())
 	recordCredentials(name, obs.tokenExpiry, expiring)
 	p.setNameConflict(&status, name)
+	p.setPinned(&status, name)
 	status.ServedBy = p.servedBy()
 	now := metav1.Now()
 	lastProbe := status.LastProbeTime
@@ -148,6 +149,7 @@ var stalledReasons = map[string]bool{
 	v1alpha1.MemberNoAccessProviderReason:  true,
 	v1alpha1.MemberResponseTooLargeReason:  true,
 	v1alpha1.MemberRedirectRefusedReason:   true,
+	v1alpha1.MemberTooManyObjectsReason:    true,
 }
 
 // setProgress sets the kstatus conditions of a member whose Ready condition

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +13,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/providers/sharding"
 )
 
 // CredentialsExpiring warns of a token the hub does not renew from the
@@ -21,6 +23,7 @@ func TestSetCredentialsExpiring(t *testing.T) {
 	day := 24 * time.Hour
 	warning := v1alpha1.TokenExpiryWarning
 	renewable := credentials{renewable: true, renewAt: now.Add(-time.Hour)}
+	implausible := credentials{renewable: true, renewAt: now.Add(time.Hour), implausible: "the token claims to be issued at 2026-11-13T12:00:00Z"}
 	failing := credentials{renewable: true, renewAt: now.Add(-time.Hour), failure: "the member answered 403 Forbidden"}
 	for _, tc := range []struct {
 		name       string
@@ -40,6 +43,9 @@ func TestSetCredentialsExpiring(t *testing.T) {
 		{"renewable, an hour left", now.Add(time.Hour), renewable, metav1.ConditionFalse, v1alpha1.MemberCredentialsRenewableReason, ""},
 		{"renewable, renewal failing", now.Add(3 * day), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason, "keeps using it until it expires"},
 		{"renewable, renewal failed, expired", now.Add(-time.Minute), failing, metav1.ConditionTrue, v1alpha1.MemberRenewalFailedReason, "expired at 2026-11-23T11:59:00Z"},
+		{"the hub's, implausible claims", now.Add(time.Hour), implausible, metav1.ConditionTrue, v1alpha1.MemberImplausibleTokenReason, "renews it on its own clock"},
+		{"not renewed, implausible claims", now.Add(time.Hour), credentials{implausible: "the token claims to be issued in the future"},
+			metav1.ConditionTrue, v1alpha1.MemberImplausibleTokenReason, "issued in the future; renew it with kubectl widgethub join --overwrite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A condition and expiry from an earlier token are replaced,
@@ -154,5 +160,47 @@ func TestFirstAttempt(t *testing.T) {
 		if got := firstAttempt(tc.mc); got != tc.want {
 			t.Errorf("firstAttempt(%v) = %v, want %v", tc.mc.Status.Conditions, got, tc.want)
 		}
+	}
+}
+
+// A pinned member's MemberCluster says whether its pin is followed, and why
+// not; a member without a pin, or a hub without sharding, shows nothing.
+func TestSetPinned(t *testing.T) {
+	shards, err := sharding.New(sharding.Options{Namespace: "widgethub-system", ReplicaID: "a"}, nil, nil, nil, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Provider{shards: shards, assigned: &assignment{
+		pins: map[string]string{"kept": "a", "over": "a", "gone": "z", "free": ""},
+		unpinned: map[string]sharding.Unpinned{
+			"over": {Reason: sharding.PinBeyondFairShare, Share: 20},
+			"gone": {Reason: sharding.PinReplicaNotLive},
+		},
+	}}
+	for _, tc := range []struct {
+		member, wantStatus, wantReason, wantSaying string
+	}{
+		{"kept", "True", v1alpha1.MemberPinHonouredReason, `pinned to "a"`},
+		{"over", "False", v1alpha1.MemberPinBeyondFairShareReason, "fair share of 20 members"},
+		{"gone", "False", v1alpha1.MemberPinnedReplicaNotLiveReason, "not live"},
+		{"free", "", "", ""},
+	} {
+		status := v1alpha1.MemberClusterStatus{}
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.MemberPinned, Status: metav1.ConditionUnknown, Reason: "Old"})
+		p.setPinned(&status, tc.member)
+		cond := meta.FindStatusCondition(status.Conditions, v1alpha1.MemberPinned)
+		switch {
+		case tc.wantStatus == "" && cond != nil:
+			t.Errorf("%s: condition %+v for a member without a pin", tc.member, cond)
+		case tc.wantStatus == "":
+		case cond == nil || string(cond.Status) != tc.wantStatus || cond.Reason != tc.wantReason || !strings.Contains(cond.Message, tc.wantSaying):
+			t.Errorf("%s: condition %+v, want %s/%s saying %q", tc.member, cond, tc.wantStatus, tc.wantReason, tc.wantSaying)
+		}
+	}
+	unsharded := &Provider{}
+	status := v1alpha1.MemberClusterStatus{}
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.MemberPinned, Status: metav1.ConditionTrue, Reason: "Old"})
+	if unsharded.setPinned(&status, "kept"); len(status.Conditions) != 0 {
+		t.Errorf("without sharding: %+v", status.Conditions)
 	}
 }

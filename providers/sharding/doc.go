@@ -20,13 +20,16 @@
 // (highest random weight) hashing: every replica computes the same owner
 // without talking to the others, and a replica joining or leaving moves only
 // the members it gains or had, about 1/N of them. A registration may pin its
-// member to a replica with the widgethub.io/replica annotation; a pin to a
-// replica that is not live is ignored.
+// member to a replica with the widgethub.io/replica annotation; a pin is
+// followed while the replica is live and within its fair share (unless
+// Options.AllowPinsBeyondFairShare), and Assign returns the pins it did not
+// follow.
 //
 // # Fenced hand-over
 //
 // A member changes hands only through its fence: a Lease per member
-// (labelled widgethub.io/lease=member) whose holderIdentity is the replica
+// (labelled widgethub.io/lease=member, FenceName: one per legal member name,
+// annotated with the member's name, which Acquire checks) whose holderIdentity is the replica
 // serving it and whose leaseTransitions counts the hand-overs. Acquire takes
 // a fence only when it is free, held by this replica, or held by a replica
 // whose heartbeat it has just read from the API server and seen expired or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,14 +18,30 @@ import (
 )
 
 // FenceName is the name of member's fence Lease: "widgethub-member-" and the
-// member's name, or a digest of it when that would be too long for a name.
+// member's name when that is a legal name (a member name of up to 236
+// characters), else "widgethub-fence-" and the hex SHA-256 of the name. No
+// two member names share a fence: the first form is one-to-one, the second
+// cannot be taken for the first (its prefix differs), and the digest tells
+// long names apart. Acquire checks the member named in the Lease besides.
 func FenceName(member string) string {
 	const prefix = "widgethub-member-"
 	if len(prefix)+len(member) <= 253 {
 		return prefix + member
 	}
 	sum := sha256.Sum256([]byte(member))
-	return prefix + member[:253-len(prefix)-17] + "-" + hex.EncodeToString(sum[:8])
+	return "widgethub-fence-" + hex.EncodeToString(sum[:])
+}
+
+// ErrFenceOfAnotherMember: the Lease named after a member's fence names
+// another member (ClusterAnnotation); it is neither taken nor released.
+var ErrFenceOfAnotherMember = errors.New("the fence Lease names another member")
+
+// fenceOf checks that lease is the fence of member.
+func fenceOf(lease *coordinationv1.Lease, member string) error {
+	if got := lease.Annotations[ClusterAnnotation]; got != member {
+		return fmt.Errorf("fence Lease %s: %w (%s=%.64q)", lease.Name, ErrFenceOfAnotherMember, ClusterAnnotation, got)
+	}
+	return nil
 }
 
 // Holds tells whether this replica holds member's fence in its current term.
@@ -77,6 +94,9 @@ func (s *Shards) Acquire(ctx context.Context, member string, registration client
 	case err != nil:
 		return 0, fmt.Errorf("get fence Lease %s: %w", key.Name, err)
 	default:
+		if err := fenceOf(lease, member); err != nil {
+			return 0, err
+		}
 		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 		if holder != "" && holder != s.opts.ReplicaID {
 			expired, err := s.holderExpired(ctx, holder)
@@ -139,6 +159,9 @@ func (s *Shards) Release(ctx context.Context, member string, remove bool) error 
 	}
 	if err := s.api.Get(ctx, key, lease); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	if err := fenceOf(lease, member); err != nil {
+		return err
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	if holder != s.opts.ReplicaID && !(remove && holder == "") {

@@ -68,6 +68,9 @@ type Options struct {
 	RenewDeadline time.Duration
 	// RenewInterval is the time between renewals.
 	RenewInterval time.Duration
+	// AllowPinsBeyondFairShare has Assign follow every pin to a live
+	// replica, beyond the replica's fair share too.
+	AllowPinsBeyondFairShare bool
 }
 
 // Shards is one replica's view of the sharded hub: its heartbeat, the live
@@ -130,6 +133,11 @@ func New(opts Options, reader, api client.Reader, writer client.Client, log logr
 
 // ReplicaID is this replica's id.
 func (s *Shards) ReplicaID() string { return s.opts.ReplicaID }
+
+// Assign is Assign with this replica's options.
+func (s *Shards) Assign(regs []Registration, live []string) (owners map[string]string, unpinned map[string]Unpinned) {
+	return Assign(regs, live, s.opts.AllowPinsBeyondFairShare)
+}
 
 // RenewInterval is the time between heartbeats, which is also how soon a
 // change of the live replicas is noticed.

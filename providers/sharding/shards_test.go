@@ -2,10 +2,13 @@ package sharding_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,6 +231,46 @@ func TestRemovingAFenceLeavesOthersAlone(t *testing.T) {
 	l := &coordinationv1.Lease{}
 	if err := hub.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: sharding.FenceName("m")}, l); err == nil {
 		t.Fatal("the fence of a removed registration is still there")
+	}
+}
+
+// The two legal names today's scheme made share one fence (a 250-character
+// name and the 236-character name its fence was shortened to) each have a
+// fence of their own on two replicas; and a Lease under a member's fence
+// name that names another member is neither taken nor released.
+func TestEveryMemberHasAFenceOfItsOwn(t *testing.T) {
+	ns, a, b := twoReplicas(t)
+	long := strings.Repeat("abcdefghij", 25)
+	sum := sha256.Sum256([]byte(long))
+	twin := long[:219] + "-" + hex.EncodeToString(sum[:8])
+	if _, err := a.Acquire(t.Context(), long, registration(t, ns, long)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(t.Context(), twin, registration(t, ns, twin)); err != nil {
+		t.Fatalf("b could not take the fence of %d-character %s while a holds %d-character %s's: %v", len(twin), twin, len(long), long, err)
+	}
+	for member, holder := range map[string]string{long: "a", twin: "b"} {
+		l := fence(t, ns, member)
+		if got := ptr.Deref(l.Spec.HolderIdentity, ""); got != holder || l.Annotations[sharding.ClusterAnnotation] != member {
+			t.Errorf("fence %s held by %q for %q, want %q for the %d-character member", l.Name, got, l.Annotations[sharding.ClusterAnnotation], holder, len(member))
+		}
+	}
+
+	// A Lease named for m that names another member.
+	foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sharding.FenceName("m"),
+		Labels: map[string]string{sharding.LeaseLabel: "member"}, Annotations: map[string]string{sharding.ClusterAnnotation: "other"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("")}}
+	if err := hub.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(t.Context(), "m", registration(t, ns, "m")); !errors.Is(err, sharding.ErrFenceOfAnotherMember) {
+		t.Errorf("a took a Lease that names another member as m's fence: %v", err)
+	}
+	if err := a.Release(t.Context(), "m", true); !errors.Is(err, sharding.ErrFenceOfAnotherMember) {
+		t.Errorf("a removed a Lease that names another member as m's fence: %v", err)
+	}
+	if l := fence(t, ns, "m"); ptr.Deref(l.Spec.HolderIdentity, "") != "" || l.ResourceVersion != foreign.ResourceVersion {
+		t.Errorf("the other member's Lease was written: holder %q", ptr.Deref(l.Spec.HolderIdentity, ""))
 	}
 }
 

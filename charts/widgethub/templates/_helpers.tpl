@@ -82,6 +82,9 @@ app.kubernetes.io/component: manager
 {{- with $m.requestTimeout }}
 - --member-request-timeout={{ . }}
 {{- end }}
+{{- if not (kindIs "invalid" $m.maxObjects) }}
+- --member-max-objects={{ $m.maxObjects }}
+{{- end }}
 {{- with $m.probeInterval }}
 - --probe-interval={{ . }}
 {{- end }}

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 func clustersCommand(g *globals) *cobra.Command {
@@ -71,7 +71,7 @@ func (g *globals) clusters(ctx context.Context) error {
 	tw := newTable(g.stdout, "NAME", "READY", "REASON", "VERSION", "WIDGETS", "SERVER", "TOKEN-EXPIRES", "SERVED-BY", "AGE")
 	for _, s := range secrets {
 		ready, reason, version, widgets, servedBy := memberColumns(status[s.Name])
-		row(tw, s.Name, ready, reason, version, widgets, viewKubeconfig(s.Data[kubeconfig.SecretKey]).server, expiryOf(&s), servedBy, age(s.CreationTimestamp))
+		row(tw, s.Name, ready, reason, version, widgets, viewKubeconfig(s.Data[registration.SecretKey]).server, expiryOf(&s), servedBy, age(s.CreationTimestamp))
 	}
 	for _, mc := range profiles {
 		ready, reason, version, widgets, servedBy := memberColumns(mc)
@@ -105,7 +105,7 @@ func memberColumns(mc *v1alpha1.MemberCluster) (ready, reason, version, widgets,
 // registrations lists the hub's registration Secrets by name.
 func (g *globals) registrations(ctx context.Context, hub *cluster) ([]corev1.Secret, error) {
 	var list corev1.SecretList
-	err := hub.client.List(ctx, &list, client.InNamespace(g.registrationNamespace), client.MatchingLabels{kubeconfig.SecretLabel: "true"})
+	err := hub.client.List(ctx, &list, client.InNamespace(g.registrationNamespace), client.MatchingLabels{registration.SecretLabel: "true"})
 	if err != nil {
 		return nil, fmt.Errorf("hub: list registration Secrets in %s: %w", g.registrationNamespace, err)
 	}

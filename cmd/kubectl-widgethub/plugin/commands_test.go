@@ -13,10 +13,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // createWidget creates a Widget in cp and, when ready, gives it a Ready status.
@@ -92,7 +92,7 @@ func TestWidgetsRefusesUnsafeRegistrations(t *testing.T) {
 	createWidget(t, testFleet.Member("alpha"), "shop", "cart", 1, false)
 	createWidget(t, testFleet.Member("beta"), "shop", "cart", 2, false)
 
-	doc := registration(t, "alpha").Data[kubeconfig.SecretKey]
+	doc := registrationSecret(t, "alpha").Data[registration.SecretKey]
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	for name, edit := range map[string]func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo){
 		"evil-token-file": func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
@@ -110,7 +110,7 @@ func TestWidgetsRefusesUnsafeRegistrations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := kubeconfig.NewSecret(hubNS, name, hostile)
+		s := registration.NewSecret(hubNS, name, hostile)
 		if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestKindAddress(t *testing.T) {
 
 func serverOfRegistration(t *testing.T, name string) string {
 	t.Helper()
-	raw, err := clientcmd.Load(registration(t, name).Data[kubeconfig.SecretKey])
+	raw, err := clientcmd.Load(registrationSecret(t, name).Data[registration.SecretKey])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
 
@@ -305,7 +305,7 @@ func (m oneMember) GetCluster(context.Context, multicluster.ClusterName) (cluste
 // registration name, with its kubeconfig, as the hub reads it.
 func startReconciler(t *testing.T, name string) *widget.Reconciler {
 	t.Helper()
-	cfg, err := clusters.RESTConfig(registration(t, name).Data[kubeconfig.SecretKey], clusters.ConfigOptions{})
+	cfg, err := clusters.RESTConfig(registrationSecret(t, name).Data[registration.SecretKey], clusters.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

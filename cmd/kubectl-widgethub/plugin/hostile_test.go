@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // hostileText is what a member may choose to make a terminal lie: it clears
@@ -111,7 +111,7 @@ func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := kubeconfig.NewSecret(hubNS, name, doc)
+		s := registration.NewSecret(hubNS, name, doc)
 		if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}

@@ -20,9 +20,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // kindFromContext is the value of a bare --kind: take the kind cluster's
@@ -167,10 +167,10 @@ func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, err
 	if err != nil {
 		return nil, err
 	}
-	if existing != nil && existing.Labels[kubeconfig.SecretLabel] != "true" {
+	if existing != nil && existing.Labels[registration.SecretLabel] != "true" {
 		return nil, withCode(ExitConflict, "hub: Secret %s/%s exists and is not a widgethub registration (no label %s=true): "+
 			"join replaces only registrations, with --overwrite too; delete or rename that Secret, or choose another NAME",
-			o.registrationNamespace, name, kubeconfig.SecretLabel)
+			o.registrationNamespace, name, registration.SecretLabel)
 	}
 	if existing != nil && !o.overwrite {
 		return nil, withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",
@@ -336,8 +336,8 @@ func (o *joinOptions) registration(ctx context.Context, hub *cluster, name strin
 // register creates the registration Secret, or replaces the kubeconfig of
 // the existing one; either names the new token's Secret in an annotation.
 func (o *joinOptions) register(ctx context.Context, j *joining, doc []byte) error {
-	want := kubeconfig.NewSecret(o.registrationNamespace, j.name, doc)
-	want.Annotations = map[string]string{TokenSecretAnnotation: j.tokenSecret, kubeconfig.RenewTokenAnnotation: "true"}
+	want := registration.NewSecret(o.registrationNamespace, j.name, doc)
+	want.Annotations = map[string]string{TokenSecretAnnotation: j.tokenSecret, registration.RenewTokenAnnotation: "true"}
 	if j.existing == nil {
 		err := j.hub.client.Create(ctx, want)
 		if apierrors.IsAlreadyExists(err) {
@@ -355,9 +355,9 @@ func (o *joinOptions) register(ctx context.Context, j *joining, doc []byte) erro
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
-	s.Labels[kubeconfig.SecretLabel] = "true"
+	s.Labels[registration.SecretLabel] = "true"
 	s.Annotations[TokenSecretAnnotation] = j.tokenSecret
-	s.Annotations[kubeconfig.RenewTokenAnnotation] = "true"
+	s.Annotations[registration.RenewTokenAnnotation] = "true"
 	s.Data = want.Data
 	if err := j.hub.client.Update(ctx, s); err != nil {
 		return fmt.Errorf("hub: update Secret %s/%s: %w", o.registrationNamespace, j.name, err)

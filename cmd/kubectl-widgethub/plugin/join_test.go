@@ -28,11 +28,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
 
@@ -61,8 +61,8 @@ func generatedMemberRules(t *testing.T) []rbacv1.PolicyRule {
 	}
 }
 
-// registration returns the hub's registration Secret of name.
-func registration(t *testing.T, name string) *corev1.Secret {
+// registrationSecret returns the hub's registration Secret of name.
+func registrationSecret(t *testing.T, name string) *corev1.Secret {
 	t.Helper()
 	s := &corev1.Secret{}
 	if err := testFleet.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: hubNS, Name: name}, s); err != nil {
@@ -74,7 +74,7 @@ func registration(t *testing.T, name string) *corev1.Secret {
 // registrationClient is a client of the member with the identity join minted.
 func registrationClient(t *testing.T, name string) (client.Client, string) {
 	t.Helper()
-	return kubeconfigClient(t, registration(t, name).Data[kubeconfig.SecretKey])
+	return kubeconfigClient(t, registrationSecret(t, name).Data[registration.SecretKey])
 }
 
 // registrationClientIn is registrationClient for a registration in namespace of the hub.
@@ -84,7 +84,7 @@ func registrationClientIn(t *testing.T, namespace, name string) client.Client {
 	if err := testFleet.Hub.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
 		t.Fatalf("registration Secret %s/%s: %v", namespace, name, err)
 	}
-	c, _ := kubeconfigClient(t, s.Data[kubeconfig.SecretKey])
+	c, _ := kubeconfigClient(t, s.Data[registration.SecretKey])
 	return c
 }
 
@@ -120,11 +120,11 @@ func TestJoinCreatesLeastPrivilege(t *testing.T) {
 	r := join(t, "alpha", "alpha")
 
 	// The hub holds a labelled registration whose kubeconfig reaches alpha.
-	secret := registration(t, "alpha")
-	if secret.Labels[kubeconfig.SecretLabel] != "true" {
-		t.Errorf("registration labels = %v, want %s=true", secret.Labels, kubeconfig.SecretLabel)
+	secret := registrationSecret(t, "alpha")
+	if secret.Labels[registration.SecretLabel] != "true" {
+		t.Errorf("registration labels = %v, want %s=true", secret.Labels, registration.SecretLabel)
 	}
-	raw, err := clientcmd.Load(secret.Data[kubeconfig.SecretKey])
+	raw, err := clientcmd.Load(secret.Data[registration.SecretKey])
 	if err != nil {
 		t.Fatal(err)
 	}

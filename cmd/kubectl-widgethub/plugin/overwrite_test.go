@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // join replaces only a registration: a hub Secret of NAME without the label
@@ -30,8 +30,8 @@ func TestOverwriteReplacesOnlyARegistration(t *testing.T) {
 			Data:       map[string][]byte{"release": []byte("H4sIAAAAAAAA/release")},
 		},
 		{
-			ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "not-yet", Labels: map[string]string{kubeconfig.SecretLabel: "false"}},
-			Data:       map[string][]byte{kubeconfig.SecretKey: []byte("apiVersion: v1\nkind: Config\n")},
+			ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "not-yet", Labels: map[string]string{registration.SecretLabel: "false"}},
+			Data:       map[string][]byte{registration.SecretKey: []byte("apiVersion: v1\nkind: Config\n")},
 		},
 	}
 	for _, s := range foreign {
@@ -44,7 +44,7 @@ func TestOverwriteReplacesOnlyARegistration(t *testing.T) {
 
 	check := func(what string, code int, output string, s *corev1.Secret) {
 		t.Helper()
-		want := "hub: Secret " + hubNS + "/" + s.Name + " exists and is not a widgethub registration (no label " + kubeconfig.SecretLabel + "=true)"
+		want := "hub: Secret " + hubNS + "/" + s.Name + " exists and is not a widgethub registration (no label " + registration.SecretLabel + "=true)"
 		if code != plugin.ExitConflict || !strings.Contains(output, want) {
 			t.Errorf("%s: exit %d, want %d and %q in:\n%s", what, code, plugin.ExitConflict, want, output)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 const (
@@ -94,7 +94,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 kubeconfig or context problem,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "Kubeconfig of the hub (default $KUBECONFIG or ~/.kube/config).")
 	pf.StringVar(&g.context, "context", "", "Context of the hub in that kubeconfig (default its current context).")
-	pf.StringVar(&g.registrationNamespace, "registration-namespace", kubeconfig.DefaultNamespace,
+	pf.StringVar(&g.registrationNamespace, "registration-namespace", registration.DefaultNamespace,
 		"Namespace on the hub that holds the registration Secrets.")
 	pf.DurationVar(&g.requestTimeout, "request-timeout", DefaultRequestTimeout, "Timeout of each request to a cluster.")
 

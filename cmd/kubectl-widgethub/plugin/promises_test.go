@@ -23,9 +23,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // expiryNear checks the expiry join printed (RFC 3339) against the one asked
@@ -65,12 +65,12 @@ func TestTokenTTL(t *testing.T) {
 		t.Errorf("clusters shows TOKEN-EXPIRES %s; join printed %s", got, want)
 	}
 
-	before := registration(t, "alpha").ResourceVersion
+	before := registrationSecret(t, "alpha").ResourceVersion
 	r = run(t, "join", "alpha", "--member-context", "alpha", "--overwrite", "--token-ttl", "9m59s")
 	if r.code != plugin.ExitUsage || !strings.Contains(r.stderr, "--token-ttl 9m59s is shorter than the API server's minimum of 10m") {
 		t.Errorf("join --token-ttl 9m59s: want exit %d and the minimum named, got %s", plugin.ExitUsage, r)
 	}
-	if got := registration(t, "alpha").ResourceVersion; got != before {
+	if got := registrationSecret(t, "alpha").ResourceVersion; got != before {
 		t.Errorf("a refused --token-ttl changed the registration (resourceVersion %s -> %s)", before, got)
 	}
 }
@@ -161,13 +161,13 @@ func TestWidgetsReportsAnUnreadableMemberAfterTheTable(t *testing.T) {
 	joinAlphaAndBeta(t)
 	createWidget(t, testFleet.Member("alpha"), "shop", "cart", 1, false)
 	createWidget(t, testFleet.Member("beta"), "shop", "cart", 2, false)
-	doc, err := fleet.EditKubeconfig(registration(t, "alpha").Data[kubeconfig.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+	doc, err := fleet.EditKubeconfig(registrationSecret(t, "alpha").Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
 		c.Server = "https://127.0.0.1:1" // nothing listens there
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := kubeconfig.NewSecret(hubNS, "gone", doc)
+	gone := registration.NewSecret(hubNS, "gone", doc)
 	if err := testFleet.Hub.Client.Create(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
@@ -308,8 +308,8 @@ func TestNothingPrintedOrStoredHoldsCredentials(t *testing.T) {
 	record(join(t, "alpha", "alpha", "--overwrite"))
 	record(mustRun(t, "clusters"))
 
-	reg := registration(t, "alpha")
-	cfg, err := clientcmd.Load(reg.Data[kubeconfig.SecretKey])
+	reg := registrationSecret(t, "alpha")
+	cfg, err := clientcmd.Load(reg.Data[registration.SecretKey])
 	if err != nil {
 		t.Fatal(err)
 	}

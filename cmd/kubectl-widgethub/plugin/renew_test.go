@@ -15,9 +15,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // join marks its registration renewable and grants the hub, in the member,
@@ -32,9 +32,9 @@ func TestJoinGrantsTokenRenewalOnly(t *testing.T) {
 	unjoinCleanup(t, "alpha", "alpha")
 	join(t, "alpha", "alpha", "--token-ttl", "10m")
 
-	secret := registration(t, "alpha")
-	if secret.Annotations[kubeconfig.RenewTokenAnnotation] != "true" {
-		t.Errorf("registration annotations %v: want %s=true", secret.Annotations, kubeconfig.RenewTokenAnnotation)
+	secret := registrationSecret(t, "alpha")
+	if secret.Annotations[registration.RenewTokenAnnotation] != "true" {
+		t.Errorf("registration annotations %v: want %s=true", secret.Annotations, registration.RenewTokenAnnotation)
 	}
 	role := &rbacv1.Role{}
 	if err := alpha.Client.Get(ctx, client.ObjectKey{Namespace: plugin.MemberNamespace, Name: plugin.MemberClusterRole}, role); err != nil {

@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // Each registration's token is bound to a Secret of its own in the member
@@ -31,7 +31,7 @@ const (
 	TokenSecretLabel = "widgethub.io/member-token"
 	// TokenSecretAnnotation on a registration Secret names the Secret in the
 	// member's widgethub-system namespace that its token is bound to.
-	TokenSecretAnnotation = kubeconfig.TokenSecretAnnotation
+	TokenSecretAnnotation = registration.TokenSecretAnnotation
 	// registrationAnnotation on a token Secret names, for people, the
 	// registration (namespace/name on the hub) that holds its token.
 	registrationAnnotation = "widgethub.io/registration"
@@ -112,7 +112,7 @@ func isTokenSecret(s *corev1.Secret) bool {
 // expiryOf is when the token of the registration Secret s expires (RFC 3339,
 // UTC), or "-" when that is unknown.
 func expiryOf(s *corev1.Secret) string {
-	if exp, ok := tokenExpiry(viewKubeconfig(s.Data[kubeconfig.SecretKey]).token); ok {
+	if exp, ok := tokenExpiry(viewKubeconfig(s.Data[registration.SecretKey]).token); ok {
 		return exp.Format(time.RFC3339)
 	}
 	return "-"

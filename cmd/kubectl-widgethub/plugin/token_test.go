@@ -34,7 +34,7 @@ func mintedUntil(t *testing.T, r result) string {
 // Secret exists in cp.
 func tokenSecret(t *testing.T, cp *fleet.ControlPlane, name string) string {
 	t.Helper()
-	bound := registration(t, name).Annotations[plugin.TokenSecretAnnotation]
+	bound := registrationSecret(t, name).Annotations[plugin.TokenSecretAnnotation]
 	if !strings.HasPrefix(bound, plugin.TokenSecretPrefix) {
 		t.Fatalf("registration %s names token Secret %q, want a name starting with %s", name, bound, plugin.TokenSecretPrefix)
 	}
@@ -191,7 +191,7 @@ func TestRevocationDeletesOnlyTokenSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 		real := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: plugin.MemberNamespace, Name: tokenSecret(t, alpha, "alpha")}}
-		s := registration(t, "alpha")
+		s := registrationSecret(t, "alpha")
 		s.Annotations[plugin.TokenSecretAnnotation] = name
 		if err := testFleet.Hub.Client.Update(ctx, s); err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/widgethub/widgethub/providers/kubeconfig"
+	"github.com/widgethub/widgethub/api/registration"
 )
 
 type unjoinOptions struct {
@@ -116,8 +116,8 @@ func (o *unjoinOptions) registration(ctx context.Context, hub *cluster, name str
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("hub: get Secret %s: %w", key, err)
-	case secret.Labels[kubeconfig.SecretLabel] != "true":
-		return nil, fmt.Errorf("hub: Secret %s is not a registration (no label %s=true); not deleting it", key, kubeconfig.SecretLabel)
+	case secret.Labels[registration.SecretLabel] != "true":
+		return nil, fmt.Errorf("hub: Secret %s is not a registration (no label %s=true); not deleting it", key, registration.SecretLabel)
 	}
 	return secret, nil
 }

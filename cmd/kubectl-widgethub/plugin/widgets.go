@@ -11,11 +11,12 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 type widgetsOptions struct {
@@ -143,17 +144,25 @@ func (o *widgetsOptions) list(ctx context.Context, s corev1.Secret) memberWidget
 	// The defaults, as on the hub: a registration names no local files, no
 	// proxy, no credential plugin, and verifies TLS; this laptop is no less
 	// worth protecting from a hostile Secret than the hub.
-	cfg, err := clusters.RESTConfig(s.Data[kubeconfig.SecretKey], clusters.ConfigOptions{UserAgent: userAgent})
+	cfg, err := clusters.RESTConfig(s.Data[registration.SecretKey], clusters.ConfigOptions{UserAgent: userAgent})
 	if err != nil {
 		r.err = withCode(ExitKubeconfig, "registration kubeconfig refused: %w", err)
 		return r
 	}
 	cfg.REST.Timeout = o.requestTimeout
-	c := &cluster{role: "registration kubeconfig", context: cfg.Context, config: cfg.REST}
+	// One HTTP client for the ping and the list: the config's, with its CA,
+	// and following no redirect.
+	hc, err := rest.HTTPClientFor(cfg.REST)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	clusters.RefuseRedirects(hc)
+	c := &cluster{role: "registration kubeconfig", context: cfg.Context, config: cfg.REST, httpClient: hc}
 	if r.err = c.ping(); r.err != nil {
 		return r
 	}
-	cl, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	cl, err := client.New(cfg.REST, client.Options{Scheme: scheme, HTTPClient: hc})
 	if err != nil {
 		r.err = err
 		return r

@@ -25,10 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // The ClusterProfile tests run a manager of their own, with its own
@@ -330,7 +330,7 @@ func TestSecretKeepsAMemberNameAClusterProfileClaimsToo(t *testing.T) {
 	expectProfileMember(t, "cp-shared", "ClusterProfile", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	// A Secret registers the same name (for beta): it takes the name.
-	secret := kubeconfig.NewSecret(profileNS, "cp-shared", beta.Kubeconfig)
+	secret := registration.NewSecret(profileNS, "cp-shared", beta.Kubeconfig)
 	g.Expect(profileClient.Create(context.Background(), secret)).To(Succeed())
 	t.Cleanup(func() { _ = profileClient.Delete(context.Background(), secret) })
 	mc := expectProfileMember(t, "cp-shared", "Secret", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)

@@ -25,10 +25,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	widgetreconciler "github.com/widgethub/widgethub/reconcilers/widget"
 )
 
@@ -113,9 +113,9 @@ func registerFailoverMember(ctx context.Context, t *testing.T, dir string) (memb
 	member = members[0]
 	g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, failoverNS)).To(Succeed())
 	g.Expect(fleet.EnsureNamespace(ctx, member.Client, floodNS)).To(Succeed())
-	registration := kubeconfig.NewSecret(failoverNS, failoverMember, member.Kubeconfig)
-	if err := testFleet.Hub.Client.Create(ctx, registration); apierrors.IsAlreadyExists(err) { // -count=2
-		g.Expect(testFleet.Hub.Client.Update(ctx, registration)).To(Succeed())
+	secret := registration.NewSecret(failoverNS, failoverMember, member.Kubeconfig)
+	if err := testFleet.Hub.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) { // -count=2
+		g.Expect(testFleet.Hub.Client.Update(ctx, secret)).To(Succeed())
 	} else {
 		g.Expect(err).NotTo(HaveOccurred())
 	}

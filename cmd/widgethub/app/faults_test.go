@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // hostPort is the host:port of cp's API server.
@@ -72,7 +72,7 @@ func readyConditionOf(mc *v1alpha1.MemberCluster) *metav1.Condition {
 
 func registerData(t *testing.T, name string, data map[string][]byte) {
 	t.Helper()
-	secret := kubeconfig.NewSecret(hubNS, name, nil)
+	secret := registration.NewSecret(hubNS, name, nil)
 	secret.Data = data
 	if err := testFleet.Hub.Client.Create(context.Background(), secret); err != nil {
 		t.Fatalf("create Secret %s: %v", name, err)
@@ -399,7 +399,7 @@ func TestRotatedTokenLosesNoChange(t *testing.T) {
 	g.Expect(first).NotTo(Equal(second))
 	secret := &corev1.Secret{}
 	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "rotating"}, secret)).To(Succeed())
-	secret.Data[kubeconfig.SecretKey] = tokenKubeconfig(t, gamma, second)
+	secret.Data[registration.SecretKey] = tokenKubeconfig(t, gamma, second)
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
 	rotated := time.Now()
 	w := widget(g, gamma, key)
@@ -471,7 +471,7 @@ func expectUnregistrationsDone(t *testing.T) {
 		for _, mc := range list.Items {
 			secret := &corev1.Secret{}
 			g.Expect(testFleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&mc), secret)).To(Succeed(), "MemberCluster %s without its Secret", mc.Name)
-			g.Expect(secret.Labels).To(HaveKeyWithValue(kubeconfig.SecretLabel, "true"), "MemberCluster %s of an unlabelled Secret", mc.Name)
+			g.Expect(secret.Labels).To(HaveKeyWithValue(registration.SecretLabel, "true"), "MemberCluster %s of an unlabelled Secret", mc.Name)
 		}
 	}, eventually, poll).Should(Succeed())
 }

@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -162,7 +162,7 @@ func churn(t *testing.T, name string, d time.Duration, kubeconfigs [][]byte) []b
 			t.Fatal(err)
 		}
 		last = kubeconfigs[i%len(kubeconfigs)]
-		secret.Data[kubeconfig.SecretKey] = last
+		secret.Data[registration.SecretKey] = last
 		if err := testFleet.Hub.Client.Update(ctx, secret); err != nil && !apierrors.IsConflict(err) {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
 	secret := &corev1.Secret{}
 	g := NewWithT(t)
 	g.Expect(testFleet.Hub.Client.Get(ctx, types.NamespacedName{Namespace: hubNS, Name: "unlabelled"}, secret)).To(Succeed())
-	delete(secret.Labels, kubeconfig.SecretLabel)
+	delete(secret.Labels, registration.SecretLabel)
 	g.Expect(testFleet.Hub.Client.Update(ctx, secret)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(testFleet.Hub.Client.Get(ctx, types.NamespacedName{Namespace: hubNS, Name: "unlabelled"}, &v1alpha1.MemberCluster{}))
@@ -263,7 +263,7 @@ func TestRegistrationNamespaceScopesTheHub(t *testing.T) {
 	const elsewhere = "not-the-registration-namespace"
 	g := NewWithT(t)
 	g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, elsewhere)).To(Succeed())
-	outsider := kubeconfig.NewSecret(elsewhere, "outsider", testFleet.Member("beta").Kubeconfig)
+	outsider := registration.NewSecret(elsewhere, "outsider", testFleet.Member("beta").Kubeconfig)
 	g.Expect(testFleet.Hub.Client.Create(ctx, outsider)).To(Succeed())
 	t.Cleanup(func() {
 		if err := testFleet.Hub.Client.Delete(ctx, outsider); client.IgnoreNotFound(err) != nil {

@@ -23,10 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/manifests"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // The observability pack: config/prometheus (ServiceMonitor, PrometheusRule)
@@ -382,7 +382,7 @@ func TestObservabilityMetricsAreServed(t *testing.T) {
 	}
 	for _, m := range managers {
 		g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, m.ns)).To(Succeed())
-		secret := kubeconfig.NewSecret(m.ns, m.member.Name, m.member.Kubeconfig)
+		secret := registration.NewSecret(m.ns, m.member.Name, m.member.Kubeconfig)
 		if err := testFleet.Hub.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) { // -count=2
 			g.Expect(testFleet.Hub.Client.Update(ctx, secret)).To(Succeed())
 		} else {
@@ -393,7 +393,7 @@ func TestObservabilityMetricsAreServed(t *testing.T) {
 		m.addr = addr
 		startManagerProcess(t, bin, dir, m.ns, append([]string{"--kubeconfig=" + hubKubeconfig, "--registration-namespace=" + m.ns,
 			"--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0", "--probe-interval=1s"}, m.args...))
-		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, kubeconfig.NewSecret(m.ns, m.member.Name, nil)) })
+		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, registration.NewSecret(m.ns, m.member.Name, nil)) })
 	}
 
 	g.Eventually(func(g Gomega) {

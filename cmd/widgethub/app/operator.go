@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/clusterprofile"
@@ -28,6 +29,12 @@ import (
 
 // LeaderElectionID names the Lease that elects the active hub manager.
 const LeaderElectionID = "widgethub.widgethub.io"
+
+// DefaultMemberMaxObjects bounds the Widgets and Deployments one member's
+// caches hold: 25,000 Widgets with their Deployments, about 175 MiB of heap
+// at the sizes docs/performance.md measures (2.3 KiB per cached Widget,
+// 4.7 KiB per Deployment, trimmed), a third of the chart's memory limit.
+const DefaultMemberMaxObjects = 50000
 
 // DefaultMaxConcurrentReconciles suits an I/O-bound reconciler: workers mostly wait on member API servers.
 const DefaultMaxConcurrentReconciles = 32
@@ -47,6 +54,9 @@ type Options struct {
 	MemberQPS              float64
 	MemberBurst            int
 	MemberSyncTimeout      time.Duration
+	// MemberMaxObjects bounds the objects one member's caches hold; past
+	// it the member is parked with reason TooManyObjects. Zero: no bound.
+	MemberMaxObjects int
 	// MemberRequestTimeout bounds every member request but watches.
 	MemberRequestTimeout    time.Duration
 	MaxConcurrentReconciles int
@@ -68,9 +78,16 @@ type Options struct {
 	Sharding bool
 	// ReplicaID names this replica among the sharded replicas: its Pod's name.
 	ReplicaID string
+	// AllowPinsBeyondFairShare honours every pin to a live replica, however
+	// many members it pins there; without it a replica takes pinned members
+	// only up to its fair share.
+	AllowPinsBeyondFairShare bool
 	// TokenRenewRemaining is the fraction of its lifetime a member token
 	// that join minted has left when the hub renews it.
 	TokenRenewRemaining float64
+	// TokenRenewMinInterval is the least time between two renewals of a
+	// member's token, whatever the member's tokens claim.
+	TokenRenewMinInterval time.Duration
 	// CredentialsExpiryWarning is how long before a token the hub does not
 	// renew expires its MemberCluster shows CredentialsExpiring.
 	CredentialsExpiryWarning time.Duration
@@ -86,7 +103,7 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		RegistrationNamespace:    kubeconfig.DefaultNamespace,
+		RegistrationNamespace:    registration.DefaultNamespace,
 		MetricsBindAddress:       ":8080",
 		MetricsSecure:            true,
 		HealthProbeBindAddress:   ":8081",
@@ -94,6 +111,7 @@ func DefaultOptions() Options {
 		MemberQPS:                clusters.DefaultQPS,
 		MemberBurst:              clusters.DefaultBurst,
 		MemberSyncTimeout:        members.DefaultSyncTimeout,
+		MemberMaxObjects:         DefaultMemberMaxObjects,
 		MemberRequestTimeout:     clusters.DefaultRequestTimeout,
 		MaxConcurrentReconciles:  DefaultMaxConcurrentReconciles,
 		ProbeInterval:            members.DefaultProbeInterval,
@@ -102,6 +120,7 @@ func DefaultOptions() Options {
 		GracefulShutdownTimeout:  30 * time.Second,
 		ReplicaID:                hostname(),
 		TokenRenewRemaining:      members.DefaultRenewRemaining,
+		TokenRenewMinInterval:    members.DefaultMinRenewInterval,
 		CredentialsExpiryWarning: v1alpha1.TokenExpiryWarning,
 	}
 }
@@ -115,7 +134,7 @@ func hostname() string {
 // BindFlags registers the options as flags on fs, with o's values as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RegistrationNamespace, "registration-namespace", o.RegistrationNamespace,
-		"Namespace on the hub that holds member registration Secrets (label "+kubeconfig.SecretLabel+"=true, key "+kubeconfig.SecretKey+").")
+		"Namespace on the hub that holds member registration Secrets (label "+registration.SecretLabel+"=true, key "+registration.SecretKey+").")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
@@ -136,6 +155,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Bound on every request to a member but watches: a member that accepts connections and never answers frees the worker then.")
 	fs.DurationVar(&o.MemberSyncTimeout, "member-sync-timeout", o.MemberSyncTimeout,
 		"How long a member's caches may take to sync before its engagement is retried.")
+	fs.IntVar(&o.MemberMaxObjects, "member-max-objects", o.MemberMaxObjects,
+		"Bound on the Widgets and Deployments one member's caches hold: past it the member is parked and reported with reason TooManyObjects (0: no bound).")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"Widget reconciles run at once across all members.")
 	fs.IntVar(&o.MaxConcurrentReconcilesPerMember, "max-concurrent-reconciles-per-member", o.MaxConcurrentReconcilesPerMember,
@@ -156,6 +177,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Allow connections to members at link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, ...).")
 	fs.Float64Var(&o.TokenRenewRemaining, "token-renew-remaining", o.TokenRenewRemaining,
 		"Fraction of its lifetime a member token minted by kubectl widgethub join has left when the hub renews it (between 0 and 1).")
+	fs.DurationVar(&o.TokenRenewMinInterval, "token-renew-min-interval", o.TokenRenewMinInterval,
+		"Least time between two renewals of a member's token, whatever the member's tokens claim.")
+	fs.BoolVar(&o.AllowPinsBeyondFairShare, "allow-pins-beyond-fair-share", o.AllowPinsBeyondFairShare,
+		"With --sharding, honour every pin (annotation "+registration.PinAnnotation+") to a live replica however many members it pins there; by default a replica takes pinned members only up to its fair share and the others are shared out like unpinned ones.")
 	fs.DurationVar(&o.CredentialsExpiryWarning, "credentials-expiry-warning", o.CredentialsExpiryWarning,
 		"How long before a member token the hub does not renew expires the MemberCluster shows CredentialsExpiring.")
 }
@@ -178,7 +203,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		if opts.ReplicaID == "" {
 			return nil, errors.New("--sharding needs a --replica-id")
 		}
-		shards = &sharding.Options{ReplicaID: opts.ReplicaID}
+		shards = &sharding.Options{ReplicaID: opts.ReplicaID, AllowPinsBeyondFairShare: opts.AllowPinsBeyondFairShare}
 		// Every replica serves; the member API servers can tell them apart.
 		opts.LeaderElection = false
 		userAgent += "/" + opts.ReplicaID
@@ -214,13 +239,17 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		Scheme:         scheme,
 		SyncTimeout:    opts.MemberSyncTimeout,
 		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
-		// A member's cache holds only the Deployments widgethub manages.
+		// A member's cache holds only the Deployments widgethub manages, and
+		// of them and its Widgets only what the reconciler reads.
 		CacheByObject:    map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: widget.ManagedDeployments()}},
+		CacheTransform:   widget.CacheTransform,
+		MaxObjects:       opts.MemberMaxObjects,
 		ProbeInterval:    opts.ProbeInterval,
 		ProbeTimeout:     opts.ProbeTimeout,
 		FailureThreshold: opts.ProbeFailureThreshold,
 		Sharding:         shards,
-		Renewal:          members.RenewalOptions{Remaining: opts.TokenRenewRemaining, ExpiryWarning: opts.CredentialsExpiryWarning},
+		Renewal: members.RenewalOptions{Remaining: opts.TokenRenewRemaining, MinInterval: opts.TokenRenewMinInterval,
+			ExpiryWarning: opts.CredentialsExpiryWarning},
 	})
 	hubCache := kubeconfig.SecretCacheOptions(opts.RegistrationNamespace)
 	if profiles != nil {

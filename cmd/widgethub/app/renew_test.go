@@ -21,11 +21,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -33,6 +33,11 @@ import (
 // renewRemaining of its lifetime is left: 12 s into a 10-minute token (the
 // API server's shortest), so that a test sees renewals within seconds.
 const renewRemaining = 0.98
+
+// renewMinInterval is the suite's least time between two renewals of a
+// member's token, shorter than the 12 s above so that it shows only where a
+// member's tokens claim to be due sooner.
+const renewMinInterval = 10 * time.Second
 
 var (
 	renewOnce     sync.Once
@@ -82,7 +87,7 @@ func joinRenewable(t *testing.T, name string) *corev1.Secret {
 	kubectlWidgethub(t, files, "join", name, "--member-context", "renew", "--token-ttl", "10m")
 	t.Cleanup(func() { kubectlWidgethub(t, files, "unjoin", name, "--member-context", "renew") })
 	secret := hubSecret(NewWithT(t), name)
-	credentials.addKubeconfig(secret.Data[kubeconfig.SecretKey])
+	credentials.addKubeconfig(secret.Data[registration.SecretKey])
 	return secret
 }
 
@@ -94,7 +99,7 @@ func hubSecret(g Gomega, name string) *corev1.Secret {
 
 // tokenOf is the bearer token of a registration Secret's kubeconfig and its claims.
 func tokenOf(g Gomega, s *corev1.Secret) (string, clusters.TokenClaims) {
-	cfg, err := clusters.RESTConfig(s.Data[kubeconfig.SecretKey], clusters.ConfigOptions{})
+	cfg, err := clusters.RESTConfig(s.Data[registration.SecretKey], clusters.ConfigOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	claims, ok := clusters.ParseTokenClaims(cfg.REST.BearerToken)
 	g.Expect(ok).To(BeTrue(), "a ServiceAccount token")
@@ -181,8 +186,12 @@ func TestRenewTokenInPlace(t *testing.T) {
 	g.Expect(claims.SecretUID).To(Equal(old.SecretUID))
 	g.Expect(claims.Lifetime()).To(Equal(old.Lifetime()), "the same lifetime")
 	g.Expect(claims.IssuedAt).To(BeTemporally(">=", old.IssuedAt))
-	// Only the token changed: server, CA, user, context, annotations, labels.
-	g.Expect(bytes.ReplaceAll(renewed.Data[kubeconfig.SecretKey], []byte(newToken), []byte(oldToken))).To(Equal(secret.Data[kubeconfig.SecretKey]))
+	// Only the token changed: server, CA, user, context, labels; the
+	// annotations gained the hub's record of the token it asked for.
+	g.Expect(bytes.ReplaceAll(renewed.Data[registration.SecretKey], []byte(newToken), []byte(oldToken))).To(Equal(secret.Data[registration.SecretKey]))
+	issued := renewed.Annotations[registration.TokenIssuedAnnotation]
+	g.Expect(issued).To(MatchRegexp(`^minted=\S+ lifetime=600s token=` + members.TokenDigest(newToken) + `$`))
+	delete(renewed.Annotations, registration.TokenIssuedAnnotation)
 	g.Expect(renewed.Annotations).To(Equal(secret.Annotations))
 	g.Expect(renewed.Labels).To(Equal(secret.Labels))
 	// The old token is not revoked (it is bound to the same Secret); it
@@ -233,7 +242,7 @@ func TestRenewTokenInPlace(t *testing.T) {
 	// The count sees a rebuild: a change of the TLS server name engages
 	// the member afresh, and the old caches' watches end.
 	current := hubSecret(g, "renewed")
-	current.Data[kubeconfig.SecretKey] = editKubeconfig(t, current.Data[kubeconfig.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+	current.Data[registration.SecretKey] = editKubeconfig(t, current.Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
 		c.TLSServerName = "localhost"
 	})
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), current)).To(Succeed())
@@ -350,7 +359,7 @@ func TestUnrenewableTokenWorksUntilItExpires(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	credentials.add(short)
 	secret = hubSecret(g, "expiring-soon")
-	secret.Data[kubeconfig.SecretKey] = bytes.ReplaceAll(secret.Data[kubeconfig.SecretKey], []byte(token), []byte(short))
+	secret.Data[registration.SecretKey] = bytes.ReplaceAll(secret.Data[registration.SecretKey], []byte(token), []byte(short))
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
 	_, claims := tokenOf(g, secret)
 
@@ -401,7 +410,7 @@ func TestHandWrittenRegistrationIsNotRenewed(t *testing.T) {
 	g := NewWithT(t)
 	secret := joinRenewable(t, "by-hand")
 	// What an older join, or a person, writes: no renewal mark.
-	delete(secret.Annotations, kubeconfig.RenewTokenAnnotation)
+	delete(secret.Annotations, registration.RenewTokenAnnotation)
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
 	version := secret.ResourceVersion
 	_, claims := tokenOf(g, secret)

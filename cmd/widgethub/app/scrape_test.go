@@ -19,8 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 )
 
 // scraped is one series of a Prometheus text exposition.
@@ -154,13 +154,13 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		b.Name: editKubeconfig(t, b.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() }),
 	}
 	for name, kc := range registrations {
-		secret := kubeconfig.NewSecret(ns, name, kc)
+		secret := registration.NewSecret(ns, name, kc)
 		if err := testFleet.Hub.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) { // -count=2
 			g.Expect(testFleet.Hub.Client.Update(ctx, secret)).To(Succeed())
 		} else {
 			g.Expect(err).NotTo(HaveOccurred())
 		}
-		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, kubeconfig.NewSecret(ns, name, nil)) })
+		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, registration.NewSecret(ns, name, nil)) })
 	}
 	for i := range 3 {
 		createWidget(t, a, "shop", fmt.Sprintf("scraped-%d", i), 1)
@@ -278,7 +278,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 	g.Expect(registered(g, e)).To(Equal(2.0))
 
 	// a unregistered: its series go, b's stay.
-	g.Expect(testFleet.Hub.Client.Delete(ctx, kubeconfig.NewSecret(ns, a.Name, nil))).To(Succeed())
+	g.Expect(testFleet.Hub.Client.Delete(ctx, registration.NewSecret(ns, a.Name, nil))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		e = scrape(g)
 		g.Expect(e.namesLabelled("widgethub_member_", "cluster", a.Name)).To(BeEmpty(), "series of the unregistered member")

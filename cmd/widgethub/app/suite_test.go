@@ -74,5 +74,6 @@ func managerOptions() app.Options {
 	opts.MemberSyncTimeout = 10 * time.Second
 	// Renewals within seconds of a 10-minute token (renew_test.go).
 	opts.TokenRenewRemaining = renewRemaining
+	opts.TokenRenewMinInterval = renewMinInterval
 	return opts
 }

@@ -1,0 +1,156 @@
+package widget
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields/managedfieldstest"
+	"k8s.io/client-go/applyconfigurations"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+)
+
+// liveDeployment is w's Deployment as a member holds it after widgethub
+// applied DesiredDeployment(w) and another manager ("kubectl") then wrote
+// edit's changes: its managed fields are computed by server-side apply's own
+// field manager from DesiredDeployment, so they follow it.
+func liveDeployment(t *testing.T, w *v1alpha1.Widget, edit func(*appsv1.Deployment)) *appsv1.Deployment {
+	t.Helper()
+	fm := managedfieldstest.NewTestFieldManager(applyconfigurations.NewTypeConverter(clientgoscheme.Scheme),
+		appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	if err := fm.Apply(toUnstructured(t, DesiredDeployment(w)), FieldManager, true); err != nil {
+		t.Fatalf("apply desired Deployment: %v", err)
+	}
+	d := fromUnstructured(t, fm.Live())
+	edit(d)
+	d.ManagedFields = nil
+	if err := fm.Update(toUnstructured(t, d), "kubectl"); err != nil {
+		t.Fatalf("update as kubectl: %v", err)
+	}
+	d = fromUnstructured(t, fm.Live())
+	d.ManagedFields = fm.ManagedFields()
+	return d
+}
+
+func toUnstructured(t *testing.T, v any) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	u.SetAPIVersion("apps/v1")
+	u.SetKind("Deployment")
+	return u
+}
+
+func fromUnstructured(t *testing.T, obj runtime.Object) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// othersWrite is what a member's users may add to a Widget's Deployment:
+// annotations, labels, containers, a fuller pod template, owners.
+func othersWrite(d *appsv1.Deployment) {
+	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "3", "big": strings.Repeat("x", 100<<10)}
+	d.Labels["team"] = "shop"
+	d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "other-uid"})
+	d.Finalizers = []string{"example.com/keep"}
+	tmpl := &d.Spec.Template
+	tmpl.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now"}
+	tmpl.Labels["team"] = "shop"
+	tmpl.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: strings.Repeat("y", 10<<10)}}
+	tmpl.Spec.Containers = append(tmpl.Spec.Containers, corev1.Container{Name: "sidecar", Image: "sidecar:1"})
+	tmpl.Spec.Volumes = []corev1.Volume{{Name: "data"}}
+	d.Spec.MinReadySeconds = 5
+}
+
+func TestCacheTransformKeepsWhatTheComparisonReads(t *testing.T) {
+	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cart", UID: "cart-uid"},
+		Spec: v1alpha1.WidgetSpec{Replicas: ptr.To[int32](2), Image: "shop/cart:1"}}
+	changed := w.DeepCopy()
+	changed.Spec.Image = "shop/cart:2"
+	for _, c := range []struct {
+		name string
+		edit func(*appsv1.Deployment)
+	}{
+		{"as widgethub wrote it", func(*appsv1.Deployment) {}},
+		{"with what others wrote", othersWrite},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			live := liveDeployment(t, w, c.edit)
+			live.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, AvailableReplicas: 1,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue}}}
+			if !upToDate(live, DesiredDeployment(w)) {
+				t.Fatal("the untrimmed Deployment is not up to date: the fixture is wrong")
+			}
+			trimmed, _ := CacheTransform(live.DeepCopy())
+			d := trimmed.(*appsv1.Deployment)
+			if !upToDate(d, DesiredDeployment(w)) {
+				t.Error("trimmed: an unchanged Widget would write its Deployment")
+			}
+			if upToDate(d, DesiredDeployment(changed)) {
+				t.Error("trimmed: a changed image would not be written")
+			}
+			if !equality.Semantic.DeepEqual(d.Status, live.Status) {
+				t.Errorf("status changed: %+v", d.Status)
+			}
+			if d.Name != live.Name || d.UID != live.UID || d.Generation != live.Generation || d.ResourceVersion != live.ResourceVersion {
+				t.Errorf("identity changed: %+v", d.ObjectMeta)
+			}
+			if len(d.Annotations) != 0 || len(d.Finalizers) != 0 || len(d.Spec.Template.Annotations) != 0 ||
+				len(d.Spec.Template.Spec.Volumes) != 0 || len(d.Spec.Template.Spec.Containers) != 1 ||
+				len(d.Spec.Template.Spec.Containers[0].Env) != 0 || d.Labels["team"] != "" || len(d.OwnerReferences) != 1 {
+				t.Errorf("kept what the reconciler never reads: %+v", d)
+			}
+			for _, e := range d.ManagedFields {
+				if e.Manager != FieldManager {
+					t.Errorf("kept the managed fields of %q", e.Manager)
+				}
+			}
+			again, _ := CacheTransform(d.DeepCopy())
+			if !equality.Semantic.DeepEqual(again, d) {
+				t.Error("the transform is not idempotent")
+			}
+		})
+	}
+}
+
+func TestCacheTransformKeepsWhatTheWidgetReconcileReads(t *testing.T) {
+	now := metav1.Now()
+	w := &v1alpha1.Widget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cart", UID: "cart-uid", ResourceVersion: "7", Generation: 3,
+			DeletionTimestamp: &now, Labels: map[string]string{"team": "shop"},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("z", 100<<10)},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}, {Manager: FieldManager}}, Finalizers: []string{"x"}},
+		Spec:   v1alpha1.WidgetSpec{Replicas: ptr.To[int32](2), Image: "shop/cart:1"},
+		Status: v1alpha1.WidgetStatus{AvailableReplicas: 1, ObservedGeneration: 2, Selector: "a=b"},
+	}
+	trimmed, _ := CacheTransform(w.DeepCopy())
+	got := trimmed.(*v1alpha1.Widget)
+	want := w.DeepCopy()
+	want.Labels, want.Annotations, want.ManagedFields, want.Finalizers = nil, nil, nil, nil
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed Widget:\n got %+v\nwant %+v", got, want)
+	}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": "b"}}}
+	if out, _ := CacheTransform(other.DeepCopy()); !equality.Semantic.DeepEqual(out, other) {
+		t.Error("an object of another kind was changed")
+	}
+}
