@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/internal/fleet"
-	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
@@ -47,7 +47,7 @@ func TestDeadReplicasMembersTakenOverWhileRegistrationsHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range hanging {
-		if err := testFleet.Hub.Client.Create(t.Context(), kubeconfig.NewSecret(ns, fmt.Sprintf("hang-%02d", i), kc)); err != nil {
+		if err := testFleet.Hub.Client.Create(t.Context(), registration.NewSecret(ns, fmt.Sprintf("hang-%02d", i), kc)); err != nil {
 			t.Fatal(err)
 		}
 	}
