@@ -35,8 +35,55 @@
 // registration only a user can fix). It is recorded as an Event on the
 // registering object when readiness changes, and exported as per-member
 // metrics. Failures are retried with backoff by the source's controller;
-// reconciles of different registrations run concurrently, so a slow member
-// never holds up another.
+// reconciles of different registrations run concurrently, and those that
+// hang hold a bounded share of the workers (see Workers).
+//
+// # Workers
+//
+// Each source's controller has Options.ConcurrentEngagements workers, and
+// every engagement, probe, parking, renewal and hand-over is a reconcile of
+// it, so registrations whose member hangs (checks bounded by ProbeTimeout
+// each, a cache sync by SyncTimeout, a drain by DrainTimeout) could hold
+// all of them and delay every other registration. The controller's queue is
+// therefore the shared fair queue (reconcilers/controller/fairqueue), each
+// registration its own member (workers.go), with its rules:
+//
+//   - Reclaiming: while a registration with nothing in flight whose last
+//     reconcile was answered waits, and every worker has been busy for a
+//     second (registrationReclaimAfter; the Widget queue's 100ms would cut
+//     healthy engagements when many registrations become ready at once)
+//     without one coming free, the reconcile held longest is cut short. Its member checks, cache sync and
+//     probes run under the queue's context (fairqueue.Queue.Context), so it
+//     returns at once: an engagement stops the member it started (closing its
+//     connections, so that a request without that deadline, discovery say,
+//     fails too) and engages nothing; a probe counts as failed, so that a
+//     member whose probes are always cut short is still parked after
+//     FailureThreshold of them. What it writes on the hub (fences, the
+//     MemberCluster, Events) runs under the controller's context, so the
+//     outcome is recorded; the reconcile then fails with
+//     fairqueue.ErrWorkerReclaimed and is retried with backoff.
+//   - The bound of the unresponsive: a registration whose last reconcile was
+//     cut short, or held its worker fairqueue.DefaultStallAfter (5s) or
+//     more, gets a worker only while fewer than half the workers are busy
+//     (registrationsInFlightBound), until one of its reconciles ends in time.
+//
+// So a new registration, a healthy member's probe or a member taken over
+// from a dead replica waits about a second for a worker (a round of
+// reclaiming; two when other registrations became ready just before it),
+// however many registrations hang. This is the fair queue's design reused rather than a
+// pool of its own: the same guarantee (a quiet member is served within
+// ReclaimAfter whatever the others hold) with the queue's tested code; a
+// separate pool for engagements would not keep probes of members that go
+// silent together from holding the rest. Not cut short, and held to their
+// own bounds: a hand-over's drain (cutting it would let two replicas write
+// to the member together sooner than DrainTimeout allows), a renewal's
+// TokenRequest (at most one per half-life) and the discovery of a parked
+// member's probe (the member request timeout). The price: an engagement
+// that takes 5s or more (a large member's cache) counts as hanging until a
+// reconcile of it ends in time, and a slow check cut short for another
+// registration is retried. controller-runtime v0.24.1's priority queue,
+// which can deadlock on shutdown, is not used; the fair queue's ShutDown
+// only wakes the workers waiting in Get.
 //
 // # Names claimed twice
 //

@@ -253,8 +253,9 @@ func (p *Provider) Register(mgr mcmanager.Manager, src Source) error {
 		p.recorder = clusters.PrintableRecorder(local.GetEventRecorder("widgethub"))
 	}
 	sc := &sourceController{Source: src, provider: p, index: len(p.sources),
-		log:  p.log.WithValues("source", src.Kind()),
-		wake: make(chan event.TypedGenericEvent[reconcile.Request], 64)}
+		log:     p.log.WithValues("source", src.Kind()),
+		workers: &registrationWorkers{workers: p.opts.ConcurrentEngagements},
+		wake:    make(chan event.TypedGenericEvent[reconcile.Request], 64)}
 	p.sources = append(p.sources, sc)
 	b := ctrl.NewControllerManagedBy(local).
 		Named(src.ControllerName()).
@@ -265,12 +266,16 @@ func (p *Provider) Register(mgr mcmanager.Manager, src Source) error {
 		// woken when that one goes.
 		WatchesRawSource(source.TypedChannel(sc.wake, enqueueRequest())).
 		WithOptions(controller.Options{
-			// controller-runtime v0.24.1's priority queue can deadlock on
-			// shutdown (controller-runtime#3538, fixed after v0.24): a
-			// worker's Done waits for the lock that a hand-off to a worker
-			// that already left holds forever, and the manager overruns its
-			// grace period. The plain rate-limited queue has no such path.
+			// The shared fair queue, each registration its own member, so
+			// that registrations that hang hold a bounded share of the
+			// workers (see "Workers" in the package documentation). Not
+			// controller-runtime v0.24.1's priority queue, which can
+			// deadlock on shutdown (controller-runtime#3538, fixed after
+			// v0.24): a worker's Done waits for the lock that a hand-off to
+			// a worker that already left holds forever. The fair queue's
+			// ShutDown only wakes its Gets, and Done takes its one lock.
 			UsePriorityQueue:        ptr.To(false),
+			NewQueue:                sc.workers.newQueue,
 			MaxConcurrentReconciles: p.opts.ConcurrentEngagements,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, p.opts.MaxRetryDelay),
 		})

@@ -41,8 +41,11 @@ type observation struct {
 
 // reconcile engages, re-engages, probes or disengages the member of one
 // registration of sc, and records what it saw in the MemberCluster of the
-// same name.
-func (p *Provider) reconcile(ctx context.Context, sc *sourceController, req reconcile.Request) (reconcile.Result, error) {
+// same name. The member's checks, cache sync and probes run under
+// memberCtx, which the queue may cancel to take the worker back; what is
+// written on the hub (fences, MemberCluster, Events) runs under ctx, so
+// that a reconcile cut short still records what it did.
+func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceController, req reconcile.Request) (reconcile.Result, error) {
 	name := multicluster.ClusterName(req.Name)
 	log := sc.log.WithValues("cluster", name, "registration", req.NamespacedName)
 	select {
@@ -114,7 +117,7 @@ func (p *Provider) reconcile(ctx context.Context, sc *sourceController, req reco
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
-	obs := p.observe(ctx, name, reg, engagement{hash: hash, term: term}, current, parked, log)
+	obs := p.observe(ctx, memberCtx, name, reg, engagement{hash: hash, term: term}, current, parked, log)
 	p.renewToken(ctx, name, reg, &obs, log)
 	if err := p.recordStatus(ctx, reg.Owner, obs); err != nil {
 		return reconcile.Result{}, clusters.PrintableError(errors.Join(obs.err, err))
@@ -124,17 +127,17 @@ func (p *Provider) reconcile(ctx context.Context, sc *sourceController, req reco
 
 // observe acts on the registration given the member's current engagement
 // or parking, if any; next holds the registration's hash and the sharding
-// term to engage the member in.
-func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, reg *Registration, next engagement,
+// term to engage the member in. The member is checked under memberCtx.
+func (p *Provider) observe(ctx, memberCtx context.Context, name multicluster.ClusterName, reg *Registration, next engagement,
 	current *registration, parked *parking, log logr.Logger) observation {
 	hash := next.hash
 	switch {
 	case current != nil && current.hash == hash:
-		obs := p.probe(ctx, name, current, log)
+		obs := p.probe(memberCtx, name, current, log)
 		obs.tokenExpiry = current.cfg.TokenExpiry
 		return obs
 	case parked != nil && parked.hash == hash:
-		obs := p.probeParked(ctx, name, parked, log)
+		obs := p.probeParked(memberCtx, name, parked, log)
 		obs.tokenExpiry = parked.cfg.TokenExpiry
 		return obs
 	}
@@ -164,7 +167,7 @@ func (p *Provider) observe(ctx context.Context, name multicluster.ClusterName, r
 	}
 	p.disengage(name, log, "kubeconfig changed")
 	next.cfg = cfg
-	obs := p.engage(ctx, name, next, log)
+	obs := p.engage(memberCtx, name, next, log)
 	obs.tokenExpiry, obs.written = cfg.TokenExpiry, written
 	return obs
 }
@@ -189,7 +192,11 @@ func (p *Provider) reengageWait(current *registration, parked *parking, hash [sh
 }
 
 // engage checks a new member, starts its caches with a bound and engages it
-// with e's kubeconfig (cfg, hash) in e's sharding term.
+// with e's kubeconfig (cfg, hash) in e's sharding term. The member lives
+// as long as the provider runs, but the check and the sync end with ctx:
+// when ctx ends first, the member is stopped (its connections closed, so
+// that a request without a deadline of ctx's, discovery say, fails at once)
+// and nothing is engaged.
 func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e engagement, log logr.Logger) observation {
 	cfg := e.cfg
 	member, err := clusters.New(string(name), cfg, clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log,
@@ -198,9 +205,20 @@ func (p *Provider) engage(ctx context.Context, name multicluster.ClusterName, e 
 		return observation{reason: v1alpha1.MemberInvalidKubeconfigReason, message: err.Error(), err: reconcile.TerminalError(err)}
 	}
 	start := time.Now()
+	stopOnCancel := context.AfterFunc(ctx, member.Stop)
 	version, err := member.Preflight(ctx, p.opts.ProbeTimeout, p.opts.WatchedObjects...)
 	if err == nil {
 		err = member.StartAndSync(p.runCtx, p.opts.SyncTimeout, p.opts.WatchedObjects...)
+	}
+	if !stopOnCancel() {
+		// ctx ended while the member was checked or synced: it is being
+		// stopped, and whatever failed, failed because of that.
+		took := time.Since(start).Round(time.Millisecond)
+		if err == nil {
+			err = fmt.Errorf("%w after %s, its cache synced", context.Cause(ctx), took)
+		} else {
+			err = fmt.Errorf("%w after %s: %w", context.Cause(ctx), took, err)
+		}
 	}
 	if err != nil {
 		member.Stop()

@@ -94,14 +94,22 @@ type sourceController struct {
 	// index orders the sources: a lower one keeps a name both claim.
 	index int
 	log   logr.Logger
+	// workers builds the controller's queue and the context of each reconcile.
+	workers *registrationWorkers
 	// wake reconciles a registration of this source (one that waits for
 	// its name, or holds it and must show a conflict that began or ended).
 	wake chan event.TypedGenericEvent[reconcile.Request]
 }
 
 // Reconcile engages, probes or disengages the member of one registration.
+// Its member calls run under a context the queue may cancel to give the
+// worker to another registration (registrationWorkers); a reconcile so cut
+// short fails, and is retried.
 func (sc *sourceController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	return sc.provider.reconcile(ctx, sc, req)
+	memberCtx, release := sc.workers.context(ctx, req)
+	defer release()
+	result, err := sc.provider.reconcile(ctx, memberCtx, sc, req)
+	return reclaimed(memberCtx, result, err)
 }
 
 // claim is one registration of a member name.

@@ -113,6 +113,12 @@ func (m *memberQueueCollector) Collect(ch chan<- prometheus.Metric) {
 // queueMetricsProvider reports a queue's measurements as widgethub_workqueue_* metrics.
 type queueMetricsProvider struct{}
 
+// QueueMetricsProvider reports the measurements of a fair queue as
+// widgethub_workqueue_* metrics labelled with the queue's name, for other
+// controllers that use the fair queue (the registrations' in
+// providers/members).
+func QueueMetricsProvider() workqueue.MetricsProvider { return queueMetricsProvider{} }
+
 var _ fairqueue.UnresponsiveMetricsProvider = queueMetricsProvider{}
 
 func (queueMetricsProvider) NewDepthMetric(name string) workqueue.GaugeMetric {

@@ -1,0 +1,150 @@
+package app_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/members"
+)
+
+// cacheLists matches the lists and watches of a member's cache, not the
+// preflight's list of one object: a member behind a front that black-holes
+// them passes its checks and then hangs in its cache sync.
+func cacheLists(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/apis/") && strings.Count(r.URL.Path, "/") >= 4 &&
+		r.URL.Query().Get("limit") != "1"
+}
+
+// probesOf counts the health probes of the member called cluster.
+func probesOf(cluster string) uint64 {
+	series, _ := seriesLabelled("cluster", cluster)
+	var n uint64
+	for _, m := range series["widgethub_member_probe_duration_seconds"] {
+		n += m.GetHistogram().GetSampleCount()
+	}
+	return n
+}
+
+// Forty registrations whose member passes its checks and then never answers
+// its cache's lists (each would hold a registration worker for the whole
+// sync timeout) hold a bounded share of the workers: meanwhile a new healthy
+// member is engaged within 3s, an engaged member is probed every probe
+// interval, never more than 2s late, and another whose API server goes away
+// is Unreachable within its failure threshold of probes (each an interval
+// plus the probe timeout), plus 2s.
+func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
+	const (
+		hanging      = 40
+		engageWithin = 3 * time.Second
+		probeSlack   = 2 * time.Second
+	)
+	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
+	opts := managerOptions()
+	if members.DefaultConcurrentEngagements >= hanging {
+		t.Fatalf("%d hanging registrations do not outnumber the %d workers", hanging, members.DefaultConcurrentEngagements)
+	}
+	registerEngaged(t, "fresh", beta)
+	down, err := fleet.NewProxy(hostPort(t, beta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Down)
+	registerData(t, "outage", map[string][]byte{"kubeconfig": editKubeconfig(t, beta.Kubeconfig,
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + down.Addr() })})
+	t.Cleanup(func() { unregister(t, "outage") })
+	expectMemberReady(t, "outage", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+
+	front, err := fleet.NewHTTPProxy(alpha.Config.Host, alpha.Config.CAData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	front.Set(fleet.Fault{BlackHole: true, Match: cacheLists})
+	installMemberRole(t, alpha)
+	token := serviceAccountToken(t, alpha, "widgethub-hanging", "widgethub-member")
+	credentials.add(token)
+	kubeconfig, err := front.Kubeconfig(alpha.Kubeconfig, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// fresh's probes, as the times its probe count was seen to grow.
+	g := NewWithT(t)
+	var mu sync.Mutex
+	probes := []time.Time{time.Now()}
+	last := probesOf("fresh")
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			if n := probesOf("fresh"); n != last {
+				last = n
+				mu.Lock()
+				probes = append(probes, time.Now())
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+
+	for i := range hanging {
+		name := fmt.Sprintf("hanging-%02d", i)
+		registerData(t, name, map[string][]byte{"kubeconfig": kubeconfig})
+		t.Cleanup(func() { unregister(t, name) })
+	}
+	g.Eventually(func() int { return len(front.Held()) }, eventually, poll).Should(BeNumerically(">=", members.DefaultConcurrentEngagements),
+		"cache lists of the hanging registrations held by the front")
+
+	// A new member, registered while they hang.
+	start := time.Now()
+	register(t, "newcomer", gamma)
+	t.Cleanup(func() { unregister(t, "newcomer") })
+	expectMemberReady(t, "newcomer", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	engaged := time.Since(start)
+
+	// Another member's API server goes away.
+	down.Down()
+	start = time.Now()
+	expectMemberReady(t, "outage", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	unreachable := time.Since(start)
+
+	// fresh is probed throughout: for two sync timeouts of the hanging ones at least.
+	time.Sleep(2*opts.MemberSyncTimeout - time.Since(start))
+	close(stop)
+	<-stopped
+	mu.Lock()
+	probes = append(probes, time.Now())
+	var worst time.Duration
+	for i := 1; i < len(probes); i++ {
+		worst = max(worst, probes[i].Sub(probes[i-1]))
+	}
+	mu.Unlock()
+	held := len(front.Held())
+	t.Logf("newcomer engaged in %s; outage Unreachable in %s; fresh probed %d times, longest gap %s (interval %s); the front holds %d requests",
+		engaged.Round(time.Millisecond), unreachable.Round(time.Millisecond), len(probes)-2, worst.Round(time.Millisecond), opts.ProbeInterval, held)
+	if engaged > engageWithin {
+		t.Errorf("the new member was engaged in %s, more than %s, while %d registrations hang", engaged.Round(time.Millisecond), engageWithin, hanging)
+	}
+	if worst > opts.ProbeInterval+probeSlack {
+		t.Errorf("an engaged member went %s without a probe (interval %s) while %d registrations hang", worst.Round(time.Millisecond), opts.ProbeInterval, hanging)
+	}
+	if limit := time.Duration(opts.ProbeFailureThreshold)*(opts.ProbeInterval+opts.ProbeTimeout) + probeSlack; unreachable > limit {
+		t.Errorf("a member that went away was Unreachable after %s, more than %s, while %d registrations hang", unreachable.Round(time.Millisecond), limit, hanging)
+	}
+	mc := expectMemberReady(t, "hanging-00", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	t.Logf("a hanging registration shows: %s", readyConditionOf(mc).Message)
+}
