@@ -73,21 +73,21 @@ func TestShardedHubSurvivesAHostileMemberAndRecovers(t *testing.T) {
 			}
 		}
 	}
-	// healthyServed creates a Widget in the healthy member and fails unless
-	// its Deployment follows within 2 s.
-	healthyServed := func(name string) {
+	// served creates a Widget in member and fails unless its Deployment
+	// follows within 2 s.
+	served := func(member *fleet.ControlPlane, name string) {
 		t.Helper()
 		w := &v1alpha1.Widget{}
 		w.Namespace, w.Name, w.Spec.Replicas = ns, name, ptr.To[int32](1)
-		if err := east.Client.Create(ctx, w); err != nil {
+		if err := member.Client.Create(ctx, w); err != nil {
 			t.Fatal(err)
 		}
-		took := waitFor(t, 10*time.Second, "the healthy member's new Widget "+name+" reconciled", func(ctx context.Context) error {
-			return east.Client.Get(ctx, client.ObjectKeyFromObject(w), &appsv1.Deployment{})
+		took := waitFor(t, 10*time.Second, member.Name+"'s new Widget "+name+" reconciled", func(ctx context.Context) error {
+			return member.Client.Get(ctx, client.ObjectKeyFromObject(w), &appsv1.Deployment{})
 		})
-		t.Logf("the healthy member's new Widget %s reconciled in %s", name, took.Round(time.Millisecond))
+		t.Logf("%s's new Widget %s reconciled in %s", member.Name, name, took.Round(time.Millisecond))
 		if took > 2*time.Second {
-			t.Errorf("the healthy member's new Widget %s was reconciled after %s, want within 2s", name, took)
+			t.Errorf("%s's new Widget %s was reconciled after %s, want within 2s", member.Name, name, took)
 		}
 	}
 
@@ -106,7 +106,7 @@ func TestShardedHubSurvivesAHostileMemberAndRecovers(t *testing.T) {
 		Answer: fleet.EndlessWatch(v1alpha1.GroupVersion.String(), "Widget", "flood"),
 		Match:  func(r *http.Request) bool { return !fleet.NotWatch(r) && strings.HasSuffix(r.URL.Path, "/widgets") },
 	})
-	healthyServed("during-attack")
+	served(east, "during-attack")
 	waitFor(t, time.Minute, "bomb reported ResponseTooLarge", func(ctx context.Context) error {
 		return memberReason(ctx, ns, "bomb", v1alpha1.MemberResponseTooLargeReason)
 	})
@@ -117,7 +117,7 @@ func TestShardedHubSurvivesAHostileMemberAndRecovers(t *testing.T) {
 	t.Logf("flood reported TooManyObjects (bound %d) by %s after registration", maxObjects, time.Since(registered).Round(time.Millisecond))
 	// The hub keeps retrying them; the healthy member is served meanwhile.
 	time.Sleep(10 * time.Second)
-	healthyServed("after-attack")
+	served(east, "after-attack")
 	alive("under attack")
 	for _, f := range []*fleet.HTTPProxy{bomb, flood} {
 		if _, faulted := f.Requests(); faulted == 0 {
@@ -163,7 +163,8 @@ func TestShardedHubSurvivesAHostileMemberAndRecovers(t *testing.T) {
 	if took > engageWithin {
 		t.Errorf("a new member was engaged %s after its registration, want within %s", took, engageWithin)
 	}
-	healthyServed("after-removal")
+	served(east, "after-removal")
+	served(west, "fresh")
 	alive("after the hostile members were removed")
 
 	// Every replica stops on SIGTERM within its grace period.
