@@ -75,6 +75,34 @@ func EndlessList(apiVersion, kind, namespace string) http.Handler {
 	})
 }
 
+// EndlessWatch answers 200 with a watch stream of ADDED events that never
+// ends: new objects of apiVersion and kind named item-0, item-1, ... in
+// namespace, each with a UID and resourceVersion of its own, until the
+// client goes away (the request's context ends). Like EndlessList it
+// allocates next to nothing itself.
+func EndlessWatch(apiVersion, kind, namespace string) http.Handler {
+	before := fmt.Sprintf(`{"type":"ADDED","object":{"apiVersion":%q,"kind":%q,"metadata":{"namespace":%q,"name":"item-`, apiVersion, kind, namespace)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 0, 64<<10)
+		item := 0
+		endless("application/json", nil, func(int) []byte {
+			buf = buf[:0]
+			for len(buf) < 60<<10 {
+				n := strconv.Itoa(item)
+				buf = append(buf, before...)
+				buf = append(buf, n...)
+				buf = append(buf, `","uid":"endless-`...)
+				buf = append(buf, n...)
+				buf = append(buf, `","resourceVersion":"`...)
+				buf = strconv.AppendInt(buf, int64(item)+1000000, 10)
+				buf = append(buf, "\"}}}\n"...)
+				item++
+			}
+			return buf
+		}).ServeHTTP(w, r)
+	})
+}
+
 // endless writes head, then next(0), next(1), ... until a write fails.
 func endless(contentType string, head []byte, next func(int) []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
