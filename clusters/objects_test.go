@@ -103,15 +103,18 @@ func TestMemberCachesStopPastTheirBound(t *testing.T) {
 	if err := member.TooManyObjects(); !errors.Is(err, clusters.ErrTooManyObjects) {
 		t.Fatalf("TooManyObjects = %v, want ErrTooManyObjects", err)
 	}
-	// The caches hold what they had when they stopped, whatever comes after.
+	// The caches hold what they had when they stopped, whatever comes after:
+	// at most the object whose arrival passed the bound lands after the
+	// stop, as its transform stops the caches and the cache stores it when
+	// the transform returns.
 	held := cachedWidgets(t, member)
 	time.Sleep(2 * time.Second)
 	close(stopCreating)
 	n := <-created
 	after := cachedWidgets(t, member)
 	t.Logf("bound %d: the caches stopped holding %d Widgets, %d after 2s more; %d new Widgets created meanwhile", bound, held, after, n)
-	if after > bound+1 || after != held {
-		t.Fatalf("the caches hold %d Widgets (%d when they stopped), want at most %d and no more after they stopped", after, held, bound+1)
+	if after > bound+1 || after-held > 1 {
+		t.Fatalf("the caches hold %d Widgets (%d when they stopped), want at most %d and none after they stopped but the one that passed the bound", after, held, bound+1)
 	}
 }
 
