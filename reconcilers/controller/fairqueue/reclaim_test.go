@@ -30,12 +30,16 @@ type fleet struct {
 	// context the queue cancelled.
 	answered, hanging, reclaimed atomic.Int64
 	served                       chan mcreconcile.Request
+	// silenceAt is the answer after which the silent members go silent:
+	// counted by the workers themselves, so that no member can drain its
+	// backlog while a test waits to silence them.
+	silenceAt int64
 }
 
 // startFleet starts workers workers on q; they stop when t ends.
-func startFleet(t *testing.T, q *Queue, workers int) *fleet {
+func startFleet(t *testing.T, q *Queue, workers int, silenceAt int64) *fleet {
 	t.Helper()
-	f := &fleet{q: q, silenced: make(chan struct{}), served: make(chan mcreconcile.Request, 100)}
+	f := &fleet{q: q, silenced: make(chan struct{}), served: make(chan mcreconcile.Request, 100), silenceAt: silenceAt}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -66,7 +70,9 @@ func (f *fleet) work(parent context.Context) {
 					f.reclaimed.Add(1)
 				}
 			case <-time.After(50 * time.Microsecond):
-				f.answered.Add(1)
+				if f.answered.Add(1) == f.silenceAt {
+					close(f.silenced)
+				}
 			}
 		} else {
 			f.served <- r
@@ -122,12 +128,13 @@ func TestQuietMemberGetsAWorkerHoweverManyMembersGoSilentAtOnce(t *testing.T) {
 				q.workers = 0 // never starving
 				q.mu.Unlock()
 			}
-			f := startFleet(t, q, workers)
+			// Silent halfway through their backlogs: every member still has
+			// requests queued, and the workers are spread over them.
+			f := startFleet(t, q, workers, int64(c.members*backlog/2))
 			for i := range c.members {
 				addN(q, fmt.Sprint("silent-", i), backlog)
 			}
-			waitFor(t, "the members to answer", func() bool { return f.answered.Load() >= 10*workers })
-			close(f.silenced)
+			<-f.silenced
 			// Their requests in flight hang, and so do the ones the workers
 			// take after, up to the silent members' bounds.
 			waitFor(t, "the workers to hold silent members' requests or wait on their bound", func() bool {
