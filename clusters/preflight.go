@@ -127,7 +127,7 @@ func (m *Member) Preflight(ctx context.Context, stepTimeout time.Duration, objs 
 			return v, err
 		}
 		err = step(func(ctx context.Context) error {
-			return m.GetAPIReader().List(probeContext(ctx, DefaultMaxResponseBytes), list.(client.ObjectList), client.Limit(1))
+			return m.GetAPIReader().List(probeContext(ctx, maxOneObjectListBytes), list.(client.ObjectList), client.Limit(1))
 		})
 		switch {
 		case apierrors.IsNotFound(err):

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,7 +26,8 @@ import (
 
 // What the test allows a replica's peak RSS to grow by over its own
 // baseline (measured once it serves the healthy member), while hostile
-// members answer a 1 GiB gzip bomb and an endless watch: without the bounds
+// members answer a 1 GiB gzip bomb, an endless /version, a 1 MiB version
+// and an endless watch: without the bounds
 // either alone takes a manager past the chart's 512 MiB limit.
 const hostileRSSAllowance = 150 << 20
 
@@ -32,9 +35,10 @@ const hostileRSSAllowance = 150 << 20
 // have handed its members over and exited within it.
 const replicaGracePeriod = 40 * time.Second
 
-// A sharded hub of 3 replicas given two hostile registrations, one whose
-// server answers /version with a gzip bomb and one whose Widget watch
-// streams new objects without end: each is reported with its reason, no
+// A sharded hub of 3 replicas given four hostile registrations, whose
+// servers answer /version with a gzip bomb, an endless body or a 1 MiB
+// version full of escape sequences, or stream new objects without end in
+// their Widget watches: each is reported with its reason, no
 // replica exits, each replica's peak RSS stays within a stated allowance,
 // and a healthy member is served meanwhile. Once they are deleted the hub is
 // whole: a new member is engaged within seconds, and every replica stops on
@@ -98,35 +102,46 @@ func TestShardedHubSurvivesAHostileMemberAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	registered := time.Now()
-	bomb := hostileRegistration(t, ns, "bomb", west, token, fleet.Fault{
-		Answer: fleet.GzipBomb(`{"major":"1","gitVersion":"v1.`, 1<<30),
-		Match:  func(r *http.Request) bool { return r.URL.Path == "/version" },
-	})
-	flood := hostileRegistration(t, ns, "flood", west, token, fleet.Fault{
-		Answer: fleet.EndlessWatch(v1alpha1.GroupVersion.String(), "Widget", "flood"),
-		Match:  func(r *http.Request) bool { return !fleet.NotWatch(r) && strings.HasSuffix(r.URL.Path, "/widgets") },
-	})
+	isVersion := func(r *http.Request) bool { return r.URL.Path == "/version" }
+	hostile := []struct {
+		name   string
+		fault  fleet.Fault
+		reason string
+	}{
+		{"bomb", fleet.Fault{Answer: fleet.GzipBomb(`{"major":"1","gitVersion":"v1.`, 1<<30), Match: isVersion}, v1alpha1.MemberResponseTooLargeReason},
+		{"endless-body", fleet.Fault{Answer: fleet.EndlessBody(`{"major":"1","gitVersion":"v1.`), Match: isVersion}, v1alpha1.MemberResponseTooLargeReason},
+		{"version-1mib", fleet.Fault{Answer: versionAnswer("v1.36.3" + strings.Repeat("\x1b[2J\x1b]0;owned\x07", 1<<20/14)), Match: isVersion}, v1alpha1.MemberResponseTooLargeReason},
+		{"endless-list", fleet.Fault{
+			Answer: fleet.EndlessList(v1alpha1.GroupVersion.String(), "Widget", "endless"),
+			Match:  func(r *http.Request) bool { return fleet.NotWatch(r) && strings.HasSuffix(r.URL.Path, "/widgets") },
+		}, v1alpha1.MemberResponseTooLargeReason},
+		{"flood", fleet.Fault{
+			Answer: fleet.EndlessWatch(v1alpha1.GroupVersion.String(), "Widget", "flood"),
+			Match:  func(r *http.Request) bool { return !fleet.NotWatch(r) && strings.HasSuffix(r.URL.Path, "/widgets") },
+		}, v1alpha1.MemberTooManyObjectsReason},
+	}
+	fronts := make([]*fleet.HTTPProxy, len(hostile))
+	for i, h := range hostile {
+		fronts[i] = hostileRegistration(t, ns, h.name, west, token, h.fault)
+	}
 	served(east, "during-attack")
-	waitFor(t, time.Minute, "bomb reported ResponseTooLarge", func(ctx context.Context) error {
-		return memberReason(ctx, ns, "bomb", v1alpha1.MemberResponseTooLargeReason)
-	})
-	t.Logf("bomb reported ResponseTooLarge by %s after registration", time.Since(registered).Round(time.Millisecond))
-	waitFor(t, time.Minute, "flood reported TooManyObjects", func(ctx context.Context) error {
-		return memberReason(ctx, ns, "flood", v1alpha1.MemberTooManyObjectsReason)
-	})
-	t.Logf("flood reported TooManyObjects (bound %d) by %s after registration", maxObjects, time.Since(registered).Round(time.Millisecond))
+	for _, h := range hostile {
+		waitFor(t, time.Minute, h.name+" reported "+h.reason, func(ctx context.Context) error {
+			return memberReason(ctx, ns, h.name, h.reason)
+		})
+		t.Logf("%s reported %s by %s after registration (object bound %d)", h.name, h.reason, time.Since(registered).Round(time.Millisecond), maxObjects)
+	}
 	// The hub keeps retrying them; the healthy member is served meanwhile.
 	time.Sleep(10 * time.Second)
 	served(east, "after-attack")
 	alive("under attack")
-	for _, f := range []*fleet.HTTPProxy{bomb, flood} {
-		if _, faulted := f.Requests(); faulted == 0 {
-			t.Fatal("a hostile front never answered in its member's place: the test proved nothing")
+	for i, f := range fronts {
+		_, faulted := f.Requests()
+		if faulted == 0 {
+			t.Fatalf("the front of %s never answered in its member's place: the test proved nothing", hostile[i].name)
 		}
+		t.Logf("the front of %s answered %d requests in its member's place", hostile[i].name, faulted)
 	}
-	_, bombs := bomb.Requests()
-	_, floods := flood.Requests()
-	t.Logf("the fronts answered %d gzip bombs and %d endless watches", bombs, floods)
 	for _, r := range replicas {
 		peak := peakRSS(t, r)
 		t.Logf("replica %s: peak RSS %d MiB, %d MiB before the hostile members", r.id, peak>>20, baseline[r.id]>>20)
@@ -138,18 +153,18 @@ func TestShardedHubSurvivesAHostileMemberAndRecovers(t *testing.T) {
 
 	// Removed, the hostile members leave a whole hub: a new member is engaged
 	// within seconds and served.
-	for _, name := range []string{"bomb", "flood"} {
+	for _, h := range hostile {
 		s := &corev1.Secret{}
-		s.Namespace, s.Name = ns, name
+		s.Namespace, s.Name = ns, h.name
 		if err := testFleet.Hub.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, time.Minute, "the hostile MemberClusters gone", func(ctx context.Context) error {
-		for _, name := range []string{"bomb", "flood"} {
-			err := testFleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.MemberCluster{})
+		for _, h := range hostile {
+			err := testFleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: h.name}, &v1alpha1.MemberCluster{})
 			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("MemberCluster %s: %v", name, err)
+				return fmt.Errorf("MemberCluster %s: %v", h.name, err)
 			}
 		}
 		return nil
@@ -224,4 +239,12 @@ func peakRSS(t *testing.T, r *replica) int64 {
 	}
 	t.Fatalf("no VmHWM in /proc/%d/status", r.Pid())
 	return 0
+}
+
+// versionAnswer answers /version with gitVersion, as JSON.
+func versionAnswer(gitVersion string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(version.Info{Major: "1", Minor: "36", GitVersion: gitVersion})
+	})
 }
