@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+
+	"k8s.io/client-go/rest"
 )
 
 // ErrResponseTooLarge is wrapped when a member's answer is larger than the
@@ -118,12 +120,18 @@ func refuseRedirect(req *http.Request, via []*http.Request) error {
 	return fmt.Errorf("%w: %d %s", ErrRedirectRefused, code, http.StatusText(code))
 }
 
-// RefuseRedirects makes c follow no redirect: every round trip that answers
-// one fails with ErrRedirectRefused, below client-go's authentication, and
-// so does c itself should one get past its transport. For clients built
-// from a config that RESTConfig did not make (the plugin's kubeconfigs).
-func RefuseRedirects(c *http.Client) {
+// HTTPClientFor is rest.HTTPClientFor for a client that follows no
+// redirect: should one get past the config's transport (answerGuard, or
+// RedirectRefusing for a config RESTConfig did not make), the client itself
+// refuses it with ErrRedirectRefused. Every client of a member, and the
+// plugin's, is built with it.
+func HTTPClientFor(cfg *rest.Config) (*http.Client, error) {
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
 	c.CheckRedirect = refuseRedirect
+	return c, nil
 }
 
 // RedirectRefusing wraps rt so that an answer with a redirect fails with

@@ -106,11 +106,10 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &stoppable{member: m, next: &deadline{timeout: cfg.RequestTimeout, next: rt}}
 	})
-	httpClient, err := rest.HTTPClientFor(restCfg)
+	httpClient, err := HTTPClientFor(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("member %q: http client: %w", name, err)
 	}
-	httpClient.CheckRedirect = refuseRedirect
 	m.httpClient = httpClient
 	cl, err := cluster.New(restCfg, func(o *cluster.Options) {
 		o.Scheme = opts.Scheme

@@ -45,10 +45,7 @@ const replicaGracePeriod = 40 * time.Second
 // SIGTERM within its grace period.
 func TestShardedHubSurvivesAHostileMemberAndRecovers(t *testing.T) {
 	ctx := t.Context()
-	ns := "hostile-" + strconv.FormatInt(time.Now().Unix()%100000, 10)
-	if err := fleet.EnsureNamespace(ctx, testFleet.Hub.Client, ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := hubNamespace(t, "hostile")
 	east, west := testFleet.Member("east"), testFleet.Member("west")
 	for _, m := range []*fleet.ControlPlane{east, west} {
 		if err := fleet.EnsureNamespace(ctx, m.Client, ns); err != nil {

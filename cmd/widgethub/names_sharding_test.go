@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -39,15 +38,7 @@ func TestShardedHubFencesEveryNameAndBoundsPins(t *testing.T) {
 	names := []string{long, twin, "pinned-0", "pinned-1", "pinned-2", "pinned-3", "pinned-4", "pinned-gone"}
 	for i, name := range names {
 		member := testFleet.Members[i%len(testFleet.Members)]
-		user, err := member.Env.AddUser(envtest.User{Name: fmt.Sprintf("%s-%d", ns, i), Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kc, err := user.KubeConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		secret := registration.NewSecret(ns, name, kc)
+		secret := registration.NewSecret(ns, name, memberKubeconfig(t, member, fmt.Sprintf("%s-%d", ns, i)))
 		switch {
 		case name == "pinned-gone":
 			secret.Annotations = map[string]string{registration.PinAnnotation: "p9"}

@@ -14,9 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -26,10 +24,7 @@ import (
 // it holds fewer it is engaged again, its count starting from zero.
 func TestMemberPastItsObjectBoundIsParked(t *testing.T) {
 	ctx := t.Context()
-	ns := "objects-" + strconv.FormatInt(time.Now().Unix()%100000, 10)
-	if err := fleet.EnsureNamespace(ctx, testFleet.Hub.Client, ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := hubNamespace(t, "objects")
 	big, small := testFleet.Member("east"), testFleet.Member("west")
 	// Other tests' Widgets (and their Deployments) count too.
 	bound := 2*max(countWidgets(t, big), countWidgets(t, small)) + 20
@@ -99,22 +94,6 @@ func TestMemberPastItsObjectBoundIsParked(t *testing.T) {
 	waitFor(t, 10*time.Second, "big's new Widget reconciled", func(ctx context.Context) error {
 		return big.Client.Get(ctx, client.ObjectKeyFromObject(w), &appsv1.Deployment{})
 	})
-}
-
-// registerMember registers member as name in ns with a user of its own.
-func registerMember(t *testing.T, ns, name string, member *fleet.ControlPlane) {
-	t.Helper()
-	user, err := member.Env.AddUser(envtest.User{Name: ns + "-" + name, Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testFleet.Hub.Client.Create(t.Context(), registration.NewSecret(ns, name, kc)); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func countWidgets(t *testing.T, member *fleet.ControlPlane) int {

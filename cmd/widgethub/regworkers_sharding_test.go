@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,10 +19,7 @@ import (
 // (each would hold a worker for the 30s sync timeout), 20 of them on each
 // replica before the kill and all 40 on the survivor after.
 func TestDeadReplicasMembersTakenOverWhileRegistrationsHang(t *testing.T) {
-	ns := "regworkers-" + strconv.FormatInt(time.Now().Unix()%100000, 10)
-	if err := fleet.EnsureNamespace(t.Context(), testFleet.Hub.Client, ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := hubNamespace(t, "regworkers")
 	const healthy, hanging = 12, 40
 	register(t, ns, healthy)
 

@@ -126,21 +126,46 @@ func register(t *testing.T, namespace string, n int) map[string]string {
 	users := map[string]string{}
 	for i := range n {
 		name := fmt.Sprintf("reg-%02d", i)
-		member := testFleet.Members[i%len(testFleet.Members)]
-		user, err := member.Env.AddUser(envtest.User{Name: namespace + "-" + name, Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kc, err := user.KubeConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := testFleet.Hub.Client.Create(t.Context(), registration.NewSecret(namespace, name, kc)); err != nil {
-			t.Fatal(err)
-		}
+		registerMember(t, namespace, name, testFleet.Members[i%len(testFleet.Members)])
 		users[name] = namespace + "-" + name
 	}
 	return users
+}
+
+// registerMember registers member as name in ns with a user of its own,
+// called ns-name.
+func registerMember(t *testing.T, ns, name string, member *fleet.ControlPlane) {
+	t.Helper()
+	kc := memberKubeconfig(t, member, ns+"-"+name)
+	if err := testFleet.Hub.Client.Create(t.Context(), registration.NewSecret(ns, name, kc)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// memberKubeconfig is a kubeconfig of member for a new user of it called
+// user, in system:masters: the member's audit log tells its requests apart.
+func memberKubeconfig(t *testing.T, member *fleet.ControlPlane, user string) []byte {
+	t.Helper()
+	u, err := member.Env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// hubNamespace makes a registration namespace on the hub for one test run:
+// prefix and a number from the clock, so that runs do not meet.
+func hubNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := prefix + "-" + strconv.FormatInt(time.Now().Unix()%100000, 10)
+	if err := fleet.EnsureNamespace(t.Context(), testFleet.Hub.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
 
 // servedBy returns, for every Ready MemberCluster, the replica serving it.
@@ -432,10 +457,7 @@ func checkOneWriterAtATime(t *testing.T, users map[string]string) {
 // one is killed, one stopped and resumed, one added; every change of hands
 // is fenced, and no two replicas ever write for one registration at once.
 func TestReplicasShareTheFleetAndHandOverFenced(t *testing.T) {
-	ns := "sharding-" + strconv.FormatInt(time.Now().Unix()%100000, 10)
-	if err := fleet.EnsureNamespace(t.Context(), testFleet.Hub.Client, ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := hubNamespace(t, "sharding")
 	ensureWidgets(t)
 	const registrations = 60
 	users := register(t, ns, registrations)
@@ -583,10 +605,7 @@ func ensureWidgets(t *testing.T) {
 // reaches the members stops writing to them before its heartbeat can expire,
 // so the replica that takes its members over never writes beside it.
 func TestReplicaCutOffFromTheHubStopsWritingBeforeOthersTakeOver(t *testing.T) {
-	ns := "cutoff-" + strconv.FormatInt(time.Now().Unix()%100000, 10)
-	if err := fleet.EnsureNamespace(t.Context(), testFleet.Hub.Client, ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := hubNamespace(t, "cutoff")
 	ensureWidgets(t)
 	const registrations = 10
 	users := register(t, ns, registrations)

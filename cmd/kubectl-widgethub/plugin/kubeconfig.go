@@ -81,16 +81,21 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	// A redirect would take the context's credentials to the host it
 	// names: refused in every client built from cfg, and by this one.
 	cfg.Wrap(clusters.RedirectRefusing)
-	hc, err := rest.HTTPClientFor(cfg)
+	return newCluster(t.role, name, cfg)
+}
+
+// newCluster is the cluster that role's context reaches with cfg: one HTTP
+// client, which follows no redirect, for its pings and its client.
+func newCluster(role, context string, cfg *rest.Config) (*cluster, error) {
+	hc, err := clusters.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: client for context %q: %w", t.role, name, err)
+		return nil, fmt.Errorf("%s: client for context %q: %w", role, context, err)
 	}
-	clusters.RefuseRedirects(hc)
 	c, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc})
 	if err != nil {
-		return nil, fmt.Errorf("%s: client for context %q: %w", t.role, name, err)
+		return nil, fmt.Errorf("%s: client for context %q: %w", role, context, err)
 	}
-	return &cluster{role: t.role, context: name, config: cfg, httpClient: hc, client: c}, nil
+	return &cluster{role: role, context: context, config: cfg, httpClient: hc, client: c}, nil
 }
 
 func contextNames(raw *clientcmdapi.Config) string {

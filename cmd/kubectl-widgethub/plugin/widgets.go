@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
@@ -150,21 +149,12 @@ func (o *widgetsOptions) list(ctx context.Context, s corev1.Secret) memberWidget
 		return r
 	}
 	cfg.REST.Timeout = o.requestTimeout
-	// One HTTP client for the ping and the list: the config's, with its CA,
-	// and following no redirect.
-	hc, err := rest.HTTPClientFor(cfg.REST)
+	c, err := newCluster("registration kubeconfig", cfg.Context, cfg.REST)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	clusters.RefuseRedirects(hc)
-	c := &cluster{role: "registration kubeconfig", context: cfg.Context, config: cfg.REST, httpClient: hc}
 	if r.err = c.ping(); r.err != nil {
-		return r
-	}
-	cl, err := client.New(cfg.REST, client.Options{Scheme: scheme, HTTPClient: hc})
-	if err != nil {
-		r.err = err
 		return r
 	}
 	var list v1alpha1.WidgetList
@@ -172,7 +162,7 @@ func (o *widgetsOptions) list(ctx context.Context, s corev1.Secret) memberWidget
 	if !o.allNamespaces {
 		opts = append(opts, client.InNamespace(o.namespace))
 	}
-	if err := cl.List(ctx, &list, opts...); err != nil {
+	if err := c.client.List(ctx, &list, opts...); err != nil {
 		r.err = fmt.Errorf("list Widgets: %w", err)
 		return r
 	}

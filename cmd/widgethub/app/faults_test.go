@@ -120,6 +120,38 @@ func serviceAccountToken(t *testing.T, cp *fleet.ControlPlane, name, clusterRole
 	return mintToken(t, cp, sa.Namespace, sa.Name)
 }
 
+// tcpProxied puts a fleet.Proxy (TCP, which a test can take down or hang)
+// in front of cp for the rest of the test and returns it with cp's admin
+// kubeconfig pointed at it.
+func tcpProxied(t *testing.T, cp *fleet.ControlPlane) (*fleet.Proxy, []byte) {
+	t.Helper()
+	proxy, err := fleet.NewProxy(hostPort(t, cp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Down)
+	return proxy, editKubeconfig(t, cp.Kubeconfig,
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() })
+}
+
+// frontKubeconfig is the kubeconfig of cp reached through front (a
+// fleet.HTTPProxy or fleet.Front, which a client certificate cannot pass) as
+// the ServiceAccount sa bound to the member role; the suite's log scans
+// look for its token.
+func frontKubeconfig(t *testing.T, front interface {
+	Kubeconfig(kubeconfig []byte, token string) ([]byte, error)
+}, cp *fleet.ControlPlane, sa string) []byte {
+	t.Helper()
+	installMemberRole(t, cp)
+	token := serviceAccountToken(t, cp, sa, "widgethub-member")
+	credentials.add(token)
+	kubeconfig, err := front.Kubeconfig(cp.Kubeconfig, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
 // installMemberRole installs the member ClusterRole generated from the Widget reconciler's RBAC markers.
 func installMemberRole(t *testing.T, cp *fleet.ControlPlane) {
 	t.Helper()
@@ -198,12 +230,8 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 	refusedAddr := refused.Addr().String()
 	_ = refused.Close() // nothing listens there any more
 
-	hanging, err := fleet.NewProxy(hostPort(t, alpha))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hanging, hangingKubeconfig := tcpProxied(t, alpha)
 	hanging.Hang(true)
-	t.Cleanup(hanging.Down)
 
 	betaCA := func() []byte {
 		var ca []byte
@@ -217,8 +245,7 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 		{"no-key", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"config": alpha.Kubeconfig}, []string{`"kubeconfig" data key`}},
 		{"refused", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
 			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + refusedAddr })}, []string{"connection refused"}},
-		{"hanging", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
-			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + hanging.Addr() })}, nil},
+		{"hanging", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": hangingKubeconfig}, nil},
 		{"wrong-ca", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
 			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.CertificateAuthorityData = betaCA })}, []string{"certificate"}},
 		{"bad-token", v1alpha1.MemberUnauthorizedReason, map[string][]byte{"kubeconfig": tokenKubeconfig(t, alpha, "not-a-valid-token-0123456789abcdef")}, []string{"401"}},
@@ -276,13 +303,8 @@ func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
 func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
-	proxy, err := fleet.NewProxy(hostPort(t, gamma))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Down)
-	registerData(t, "flaky", map[string][]byte{"kubeconfig": editKubeconfig(t, gamma.Kubeconfig,
-		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() })})
+	proxy, kubeconfig := tcpProxied(t, gamma)
+	registerData(t, "flaky", map[string][]byte{"kubeconfig": kubeconfig})
 	expectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	key := createShopWidget(t, gamma, "outage", 1)
 	g.Eventually(func(g Gomega) { deployment(g, gamma, key) }, eventually, poll).Should(Succeed())

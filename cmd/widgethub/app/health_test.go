@@ -288,13 +288,8 @@ func TestRegistrationNamespaceScopesTheHub(t *testing.T) {
 // probe); the next passing probe clears it.
 func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 	gamma := testFleet.Member("gamma")
-	proxy, err := fleet.NewProxy(hostPort(t, gamma))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Down)
-	registerData(t, "threshold", map[string][]byte{"kubeconfig": editKubeconfig(t, gamma.Kubeconfig,
-		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() })})
+	proxy, kubeconfig := tcpProxied(t, gamma)
+	registerData(t, "threshold", map[string][]byte{"kubeconfig": kubeconfig})
 	expectMemberReady(t, "threshold", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	threshold := managerOptions().ProbeFailureThreshold
 	g := NewWithT(t)

@@ -27,13 +27,7 @@ func TestGzipBombMemberIsReported(t *testing.T) {
 	t.Cleanup(front.Close)
 	front.Set(fleet.Fault{Answer: fleet.GzipBomb(`{"major":"1","gitVersion":"v1.`, 1<<30),
 		Match: func(r *http.Request) bool { return r.URL.Path == "/version" }})
-	installMemberRole(t, gamma)
-	token := serviceAccountToken(t, gamma, "widgethub-hostile", "widgethub-member")
-	credentials.add(token)
-	kubeconfig, err := front.Kubeconfig(gamma.Kubeconfig, token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := frontKubeconfig(t, front, gamma, "widgethub-hostile")
 
 	var before runtime.MemStats
 	runtime.GC()

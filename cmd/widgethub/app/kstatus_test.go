@@ -319,14 +319,9 @@ func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 // until it is engaged.
 func TestEngagingMemberIsInProgress(t *testing.T) {
 	alpha := testFleet.Member("alpha")
-	hanging, err := fleet.NewProxy(hostPort(t, alpha))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hanging, kubeconfig := tcpProxied(t, alpha)
 	hanging.Hang(true)
-	t.Cleanup(hanging.Down)
-	registerData(t, "kstatus-hanging", map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
-		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + hanging.Addr() })})
+	registerData(t, "kstatus-hanging", map[string][]byte{"kubeconfig": kubeconfig})
 
 	// The first attempt hangs for the probe timeout (3s): its MemberCluster
 	// says so meanwhile.

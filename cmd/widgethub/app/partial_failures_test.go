@@ -51,13 +51,7 @@ func registerThroughProxy(t *testing.T, name string, cp *fleet.ControlPlane) *pr
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	installMemberRole(t, cp)
-	token := serviceAccountToken(t, cp, "widgethub-partial", "widgethub-member")
-	credentials.add(token)
-	kubeconfig, err := proxy.Kubeconfig(cp.Kubeconfig, token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := frontKubeconfig(t, proxy, cp, "widgethub-partial")
 	registerData(t, name, map[string][]byte{"kubeconfig": kubeconfig})
 	expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	return &proxiedMember{name: name, cp: cp, proxy: proxy}

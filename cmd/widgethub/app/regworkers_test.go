@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
@@ -54,13 +53,8 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 		t.Fatalf("%d hanging registrations do not outnumber the %d workers", hanging, members.DefaultConcurrentEngagements)
 	}
 	registerEngaged(t, "fresh", beta)
-	down, err := fleet.NewProxy(hostPort(t, beta))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(down.Down)
-	registerData(t, "outage", map[string][]byte{"kubeconfig": editKubeconfig(t, beta.Kubeconfig,
-		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + down.Addr() })})
+	down, downKubeconfig := tcpProxied(t, beta)
+	registerData(t, "outage", map[string][]byte{"kubeconfig": downKubeconfig})
 	t.Cleanup(func() { unregister(t, "outage") })
 	expectMemberReady(t, "outage", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
@@ -70,13 +64,7 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	}
 	t.Cleanup(front.Close)
 	front.Set(fleet.Fault{BlackHole: true, Match: cacheLists})
-	installMemberRole(t, alpha)
-	token := serviceAccountToken(t, alpha, "widgethub-hanging", "widgethub-member")
-	credentials.add(token)
-	kubeconfig, err := front.Kubeconfig(alpha.Kubeconfig, token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := frontKubeconfig(t, front, alpha, "widgethub-hanging")
 
 	// fresh's probes, as the times its probe count was seen to grow.
 	g := NewWithT(t)

@@ -637,24 +637,28 @@ func (q *Queue) waitingLoop() {
 		}
 		q.mu.Unlock()
 
-		if next == 0 {
-			select {
-			case <-q.stop:
-				return
-			case <-q.wake:
-			}
-			continue
-		}
-		t := q.clock.NewTimer(next)
-		select {
-		case <-q.stop:
-			t.Stop()
+		if q.sleep(next, q.wake) {
 			return
-		case <-q.wake:
-		case <-t.C():
 		}
-		t.Stop()
 	}
+}
+
+// sleep waits for d (without end when d is zero), a signal on wake, or the
+// queue's stop, and tells whether the queue stopped.
+func (q *Queue) sleep(d time.Duration, wake <-chan struct{}) (stopped bool) {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := q.clock.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C()
+	}
+	select {
+	case <-q.stop:
+		return true
+	case <-wake:
+	case <-timeout:
+	}
+	return false
 }
 
 func (q *Queue) wakeWaitingLoop() {

@@ -96,23 +96,9 @@ func (q *Queue) reclaimLoop() {
 		}
 		q.mu.Unlock()
 
-		if wait == 0 {
-			select {
-			case <-q.stop:
-				return
-			case <-q.wakeReclaim:
-			}
-			continue
-		}
-		t := q.clock.NewTimer(wait)
-		select {
-		case <-q.stop:
-			t.Stop()
+		if q.sleep(wait, q.wakeReclaim) {
 			return
-		case <-q.wakeReclaim:
-		case <-t.C():
 		}
-		t.Stop()
 	}
 }
 
