@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -48,8 +47,6 @@ type Member struct {
 	token atomic.Pointer[string]
 	// bearer tells whether the config authenticates with a bearer token.
 	bearer bool
-	// failing are the Widgets whose latest reconcile failed.
-	failing failingWidgets
 	// objects bounds the objects of its caches (objects.go).
 	objects objectBound
 
@@ -134,8 +131,7 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 
 // StartAndSync runs the member's cache on a context derived from ctx, which must live
 // as long as the member should (not one reconcile call), and waits up to
-// syncTimeout for informers of objs to sync. On error the member is stopped;
-// once synced, its counters are served from zero.
+// syncTimeout for informers of objs to sync. On error the member is stopped.
 func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, objs ...client.Object) error {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -162,7 +158,6 @@ func (m *Member) StartAndSync(ctx context.Context, syncTimeout time.Duration, ob
 		m.Stop()
 		return err
 	}
-	startCounters(m.name)
 	return nil
 }
 
@@ -507,22 +502,4 @@ func (k knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta
 		return m, nil
 	}
 	return k.RESTMapper.RESTMapping(gk, versions...)
-}
-
-// RecordReconcile counts one reconcile of the member's Widget key and
-// whether it failed (err != nil), in widgethub_member_reconciles_total and
-// widgethub_member_reconcile_errors_total, and remembers the outcome for
-// FailingWidgets.
-func (m *Member) RecordReconcile(key types.NamespacedName, err error) {
-	Reconciles.WithLabelValues(m.name).Inc()
-	if err != nil {
-		ReconcileErrors.WithLabelValues(m.name).Inc()
-	}
-	m.failing.record(key, err != nil)
-}
-
-// FailingWidgets is how many of the member's Widgets failed their latest
-// reconcile.
-func (m *Member) FailingWidgets() int {
-	return m.failing.count()
 }

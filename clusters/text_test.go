@@ -1,14 +1,11 @@
 package clusters_test
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
@@ -32,23 +29,5 @@ func TestPrintableRecorderBoundsNotes(t *testing.T) {
 		if !strings.HasPrefix(got, want) || len(note) > v1alpha1.MaxMessageLength || strings.ContainsAny(note, "\x1b\x07\u202e") {
 			t.Errorf("recorded %q (%d bytes), want %q..., printable, within %d bytes", got, len(note), want, v1alpha1.MaxMessageLength)
 		}
-	}
-}
-
-// A reconcile error that quotes a member is logged printable and bounded,
-// and stays what it was for errors.Is and errors.As (a terminal error stays
-// terminal).
-func TestPrintableErrorKeepsTheError(t *testing.T) {
-	if clusters.PrintableError(nil) != nil {
-		t.Fatal("PrintableError(nil) is not nil")
-	}
-	cause := errors.New("the member says \x1b]0;owned\x07" + strings.Repeat("\u202e", 2048))
-	err := clusters.PrintableError(reconcile.TerminalError(fmt.Errorf("engage member %q: %w", "m", cause)))
-	if msg := err.Error(); len(msg) > v1alpha1.MaxMessageLength || strings.ContainsAny(msg, "\x1b\x07\u202e") ||
-		!strings.HasPrefix(msg, `terminal error: engage member "m": the member says \x1b]0;owned\x07\u202e`) {
-		t.Errorf("Error() = %q (%d bytes), want it printable within %d bytes", msg, len(msg), v1alpha1.MaxMessageLength)
-	}
-	if !errors.Is(err, cause) || !errors.Is(err, reconcile.TerminalError(nil)) {
-		t.Errorf("errors.Is no longer sees the cause or the terminal error through %T", err)
 	}
 }

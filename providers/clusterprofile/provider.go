@@ -63,15 +63,8 @@ func AddToScheme(scheme *runtime.Scheme) error {
 // CacheOptions extends a hub cache's options with the ClusterProfiles of
 // namespace and the MemberClusters they own there.
 func CacheOptions(opts cache.Options, namespace string) cache.Options {
-	if opts.DefaultNamespaces == nil {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-	}
-	opts.DefaultNamespaces[namespace] = cache.Config{}
-	if opts.ByObject == nil {
-		opts.ByObject = map[client.Object]cache.ByObject{}
-	}
-	opts.ByObject[&inventoryv1alpha1.ClusterProfile{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
-	return opts
+	return members.CacheObjects(opts, namespace, &inventoryv1alpha1.ClusterProfile{},
+		cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}})
 }
 
 // Kind is "ClusterProfile".
@@ -101,11 +94,16 @@ func (s *Source) Registration(ctx context.Context, key types.NamespacedName) (*m
 	if err != nil {
 		return nil, fmt.Errorf("hash ClusterProfile %s: %w", key, err)
 	}
-	return &members.Registration{
-		Owner:  profile,
-		Hash:   sha256.Sum256(used),
-		Config: func() (*clusters.Config, error) { return s.config(profile) },
-	}, nil
+	return &members.Registration{Owner: profile, Hash: sha256.Sum256(used)}, nil
+}
+
+// Config builds the member config of reg's ClusterProfile (see config).
+func (s *Source) Config(reg *members.Registration) (*clusters.Config, error) {
+	profile, ok := reg.Owner.(*inventoryv1alpha1.ClusterProfile)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not a ClusterProfile", clusters.ErrInvalidKubeconfig, reg.Owner.GetName())
+	}
+	return s.config(profile)
 }
 
 // List lists the ClusterProfiles in the hub cache that are not being deleted.

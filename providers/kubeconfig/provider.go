@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,23 +15,15 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/members"
-	"github.com/widgethub/widgethub/providers/sharding"
 )
 
-// SecretCacheOptions scopes a hub cache to the registration Secrets of
-// namespace: the hub reads no other Secret (and, when sharded, only the
-// Leases of sharding).
-func SecretCacheOptions(namespace string) cache.Options {
-	return cache.Options{
-		DefaultNamespaces: map[string]cache.Config{namespace: {}},
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {
-				Namespaces: map[string]cache.Config{namespace: {}},
-				Label:      labels.SelectorFromSet(labels.Set{registration.SecretLabel: "true"}),
-			},
-			&coordinationv1.Lease{}: {Label: sharding.LeaseSelector()},
-		},
-	}
+// CacheOptions extends a hub cache's options with the registration Secrets
+// of namespace: the hub reads no other Secret.
+func CacheOptions(opts cache.Options, namespace string) cache.Options {
+	return members.CacheObjects(opts, namespace, &corev1.Secret{}, cache.ByObject{
+		Namespaces: map[string]cache.Config{namespace: {}},
+		Label:      labels.SelectorFromSet(labels.Set{registration.SecretLabel: "true"}),
+	})
 }
 
 // The hub reads registration Secrets in its registration namespace only.
@@ -84,20 +75,26 @@ func (s *Source) Registration(ctx context.Context, key types.NamespacedName) (*m
 	if !secret.DeletionTimestamp.IsZero() || secret.Labels[registration.SecretLabel] != "true" {
 		return nil, nil
 	}
-	data := secret.Data[registration.SecretKey]
 	return &members.Registration{
 		Owner:   secret,
-		Hash:    sha256.Sum256(data),
+		Hash:    sha256.Sum256(secret.Data[registration.SecretKey]),
 		Pin:     secret.Annotations[registration.PinAnnotation],
 		Renewal: s.renewal(secret),
-		Config: func() (*clusters.Config, error) {
-			if len(data) == 0 {
-				return nil, &members.Refusal{Reason: v1alpha1.MemberInvalidKubeconfigReason,
-					Err: fmt.Errorf("the Secret has no %q data key", registration.SecretKey)}
-			}
-			return clusters.RESTConfig(data, s.config)
-		},
 	}, nil
+}
+
+// Config builds the member config of reg's Secret from its kubeconfig.
+func (s *Source) Config(reg *members.Registration) (*clusters.Config, error) {
+	secret, ok := reg.Owner.(*corev1.Secret)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not a Secret", clusters.ErrInvalidKubeconfig, reg.Owner.GetName())
+	}
+	data := secret.Data[registration.SecretKey]
+	if len(data) == 0 {
+		return nil, &members.Refusal{Reason: v1alpha1.MemberInvalidKubeconfigReason,
+			Err: fmt.Errorf("the Secret has no %q data key", registration.SecretKey)}
+	}
+	return clusters.RESTConfig(data, s.config)
 }
 
 // List lists the registration Secrets in the hub cache that are not being deleted.

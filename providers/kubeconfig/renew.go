@@ -33,16 +33,19 @@ func (s *Source) renewal(secret *corev1.Secret) *members.TokenRenewal {
 	return &members.TokenRenewal{
 		BoundSecret: secret.Annotations[registration.TokenSecretAnnotation],
 		Issued:      parseTokenIssued(secret.Annotations[registration.TokenIssuedAnnotation]),
-		Write: func(ctx context.Context, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
-			return s.writeToken(ctx, secret, token, issued, dryRun)
-		},
 	}
 }
 
-// writeToken writes token into secret's kubeconfig and issued into its
-// registration.TokenIssuedAnnotation, provided the Secret is unchanged since it was read
-// and only the token changes in the kubeconfig.
-func (s *Source) writeToken(ctx context.Context, secret *corev1.Secret, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
+var _ members.TokenWriter = (*Source)(nil)
+
+// WriteToken writes token into the kubeconfig of reg's Secret and issued into
+// its registration.TokenIssuedAnnotation, provided the Secret is unchanged
+// since it was read and only the token changes in the kubeconfig.
+func (s *Source) WriteToken(ctx context.Context, reg *members.Registration, token string, issued members.TokenIssue, dryRun bool) ([sha256.Size]byte, error) {
+	secret, ok := reg.Owner.(*corev1.Secret)
+	if !ok || s.writer == nil {
+		return [sha256.Size]byte{}, fmt.Errorf("%s is not a registration Secret this source writes", reg.Owner.GetName())
+	}
 	data := secret.Data[registration.SecretKey]
 	doc, err := withToken(data, token)
 	if err != nil {

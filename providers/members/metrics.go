@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/widgethub/widgethub/clusters"
 )
 
 // registrations serves widgethub_registrations: the registrations on the
@@ -26,8 +28,65 @@ var registrations = &registrationCollector{
 // once synced).
 const countTimeout = 5 * time.Second
 
+// The health of each member this replica serves, labelled by cluster (the
+// member's name), and the outcomes of its Widgets' reconciles
+// (RecordOutcome). Their series are removed when the member is no longer
+// served here (forgetMetrics).
+var (
+	memberReady = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_ready",
+		Help: "1 when the member is engaged and healthy, 0 otherwise."})
+	memberEngagedSince = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_engaged_since_seconds",
+		Help: "Unix time at which the member's current engagement began; 0 when not engaged."})
+	memberProbeDuration = perMember(prometheus.NewHistogramVec, prometheus.HistogramOpts{Name: "widgethub_member_probe_duration_seconds",
+		Help: "Latency of the member health probes.", Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}})
+	memberProbeFailures = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_probe_failures_total",
+		Help: "Health probes of the member that failed."})
+	memberWidgets = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_widgets",
+		Help: "Widgets in the member, as last counted from its cache."})
+	memberReconciles = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_reconciles_total",
+		Help: "Widget reconciles in the member, failed or not."})
+	memberReconcileErrors = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_reconcile_errors_total",
+		Help: "Widget reconciles in the member that returned an error."})
+	memberCredentialsExpiry = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_credentials_expiry_timestamp_seconds",
+		Help: "Unix time at which the member's registration token expires; absent when unknown (no token, or not a JWT)."})
+	memberCredentialsExpiring = perMember(prometheus.NewGaugeVec, prometheus.GaugeOpts{Name: "widgethub_member_credentials_expiring",
+		Help: "1 while the member's credentials will expire without renewal (its renewal fails, or a token the hub does not renew is about to expire), else 0."})
+	memberCredentialRenewalFailures = perMember(prometheus.NewCounterVec, prometheus.CounterOpts{Name: "widgethub_member_credentials_renewal_failures_total",
+		Help: "Attempts of the hub to renew the member's token that failed."})
+
+	perMemberVecs = []interface{ DeletePartialMatch(prometheus.Labels) int }{memberReady, memberEngagedSince,
+		memberProbeDuration, memberProbeFailures, memberWidgets, memberReconciles, memberReconcileErrors,
+		memberCredentialsExpiry, memberCredentialsExpiring, memberCredentialRenewalFailures}
+)
+
+// perMember builds a metric vector labelled by cluster with newVec.
+func perMember[O any, V any](newVec func(O, []string) V, opts O) V {
+	return newVec(opts, []string{clusters.MetricsLabel})
+}
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(registrations)
+	ctrlmetrics.Registry.MustRegister(registrations, memberReady, memberEngagedSince, memberProbeDuration,
+		memberProbeFailures, memberWidgets, memberReconciles, memberReconcileErrors,
+		memberCredentialsExpiry, memberCredentialsExpiring, memberCredentialRenewalFailures)
+}
+
+// startCounters serves a member's counters from zero if they are not served
+// yet (a member that has just been engaged), so that rate() and increase()
+// count its first failure too.
+func startCounters(cluster string) {
+	memberProbeFailures.WithLabelValues(cluster)
+	memberReconciles.WithLabelValues(cluster)
+	memberReconcileErrors.WithLabelValues(cluster)
+	clusters.StartCounters(cluster)
+}
+
+// forgetMetrics deletes every series of the member called cluster.
+func forgetMetrics(cluster string) {
+	labels := prometheus.Labels{clusters.MetricsLabel: cluster}
+	for _, vec := range perMemberVecs {
+		vec.DeletePartialMatch(labels)
+	}
+	clusters.ForgetMetrics(cluster)
 }
 
 // registrationCollector is a prometheus.Collector over the running providers.

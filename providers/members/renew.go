@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
@@ -66,7 +64,7 @@ const (
 )
 
 // TokenRenewal is what a source tells the engine of a registration whose
-// bearer token the hub renews.
+// bearer token the hub renews (the source writes it back: TokenWriter).
 type TokenRenewal struct {
 	// BoundSecret names the Secret in the member that the token is bound to.
 	BoundSecret string
@@ -74,13 +72,6 @@ type TokenRenewal struct {
 	// registration; zero when there is none (a token join minted, or a
 	// registration from before the record).
 	Issued TokenIssue
-	// Write writes token into the registration in place of its current
-	// token, with issued as its record, provided the registration is
-	// unchanged since it was read (else an error wrapping
-	// ErrRegistrationChanged) and nothing but the token would change in its
-	// kubeconfig, and returns the new registration's Hash. A dry run checks
-	// the write only.
-	Write func(ctx context.Context, token string, issued TokenIssue, dryRun bool) (hash [sha256.Size]byte, err error)
 }
 
 // TokenIssue is the hub's own record of a token it asked a member for.
@@ -236,134 +227,111 @@ func later(a, b time.Time) time.Time {
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// renewToken renews the token of the registration reg, engaged as the
-// member called name, when it is due, and records in obs how it stands. A
-// failure leaves the member as it is (engaged with its current token,
-// Ready as probed): it is retried with backoff, counted, and shown by
-// CredentialsExpiring and an Event.
-func (p *Provider) renewToken(ctx context.Context, name multicluster.ClusterName, reg *Registration, obs *observation, log logr.Logger) {
+// renew renews the member's token when it is due, from reg (this
+// reconcile's registration, which writer writes back), and records in obs
+// how the token stands. A failure leaves the member as it is (engaged with
+// its current token, Ready as probed): it is retried with backoff, counted,
+// and shown by CredentialsExpiring and an Event.
+func (m *member) renew(ctx context.Context, reg *Registration, writer TokenWriter, obs *observation) {
 	ren := reg.Renewal
-	if ren == nil {
+	if ren == nil || writer == nil {
 		return
 	}
-	p.mu.RLock()
-	engaged, pk := p.members[name], p.parked[name]
-	p.mu.RUnlock()
-	var e *engagement
-	switch {
-	case engaged != nil:
-		e = &engaged.engagement
-	case pk != nil:
-		e = &pk.engagement
-	default:
-		return
-	}
-	if e.hash != reg.Hash {
+	state, conn, e := m.current()
+	if state == idle || e.hash != reg.Hash {
 		return
 	}
 	token := e.cfg.REST.BearerToken
 	if token == "" {
 		return // no token to renew (a client certificate)
 	}
+	opts := m.env.opts.Renewal
 	claims, ok := clusters.ParseTokenClaims(token)
 	now := time.Now()
 	issued := ren.Issued
 	if !issued.Describes(token) || issued.MintedAt.After(now.Add(claimsSkew)) {
 		issued = TokenIssue{}
 	}
-	var lastWrite time.Time
-	if engaged != nil {
-		lastWrite = engaged.renewal.wroteAt
-	}
-	s := renewalSchedule(claims, ok, ren.BoundSecret, issued, lastWrite, now, p.opts.Renewal)
+	r := &m.renewal
+	s := renewalSchedule(claims, ok, ren.BoundSecret, issued, r.wroteAt, now, opts)
 	obs.renewal = credentials{renewable: s.renew, renewAt: s.renewAt, implausible: s.implausible}
 	if s.implausible != "" {
 		obs.tokenExpiry = s.expiry
-		log.V(1).Info("The member's token makes implausible claims; the hub keeps its own schedule", "why", s.implausible)
+		m.log.V(1).Info("The member's token makes implausible claims; the hub keeps its own schedule", "why", s.implausible)
 	}
 	if !s.renew {
 		return
 	}
-	clusters.MemberCredentialRenewalFailures.WithLabelValues(string(name)) // served from 0
+	memberCredentialRenewalFailures.WithLabelValues(string(m.name)) // served from 0
 	switch {
 	case now.Before(s.renewAt):
 		obs.requeueWithin(s.renewAt.Sub(now))
 		return
-	case engaged == nil:
+	case state == parked:
 		obs.renewal.failure = "the member is parked; the hub renews the token once the member answers again"
 		return
-	}
-	r := &engaged.renewal
-	if !r.wroteAt.IsZero() && engaged.hash != r.wrote && now.Sub(r.wroteAt) < renewSettle {
+	case !r.wroteAt.IsZero() && e.hash != r.wrote && now.Sub(r.wroteAt) < renewSettle:
 		return // renewed: the hub cache shows the new token in a moment
-	}
-	if now.Before(r.next) {
+	case now.Before(r.next):
 		obs.renewal.failure = r.lastError
 		obs.requeueWithin(r.next.Sub(now))
 		return
 	}
-	expires, err := p.renewNow(ctx, ren, engaged, claims, s.lifetime)
+	expires, err := m.renewNow(ctx, conn, reg, writer, claims, s.lifetime)
 	switch {
 	case err == nil:
-		log.Info("Renewed the member's token", "expires", stamp(expires), "failuresBefore", r.failures)
-		p.recorder.Eventf(reg.Owner, nil, corev1.EventTypeNormal, tokenRenewedReason, "RenewToken",
+		m.log.Info("Renewed the member's token", "expires", stamp(expires), "failuresBefore", r.failures)
+		m.env.recorder.Eventf(reg.Owner, nil, corev1.EventTypeNormal, tokenRenewedReason, "RenewToken",
 			"renewed the member's token; the new one expires at %s", stamp(expires))
 		*r = renewal{wrote: r.wrote, wroteAt: now}
 		return
 	case errors.Is(err, ErrRegistrationChanged):
 		// The registration changed since this reconcile read it; the next
 		// one reads it again.
-		log.V(1).Info("Registration changed while renewing its token; trying again")
+		m.log.V(1).Info("Registration changed while renewing its token; trying again")
 		obs.requeueWithin(time.Second)
 		return
 	}
 	r.failures++
 	r.lastError = withoutMemberText(err)
-	delay := p.opts.Renewal.Retry << min(r.failures-1, 16)
-	if delay > p.opts.Renewal.MaxRetry || delay <= 0 {
-		delay = p.opts.Renewal.MaxRetry
+	delay := opts.Retry << min(r.failures-1, 16)
+	if delay > opts.MaxRetry || delay <= 0 {
+		delay = opts.MaxRetry
 	}
 	r.next = now.Add(delay)
-	clusters.MemberCredentialRenewalFailures.WithLabelValues(string(name)).Inc()
-	log.Info("Could not renew the member's token; it is used until it expires", "error", r.lastError,
+	memberCredentialRenewalFailures.WithLabelValues(string(m.name)).Inc()
+	m.log.Info("Could not renew the member's token; it is used until it expires", "error", r.lastError,
 		"expires", stamp(s.expiry), "failures", r.failures, "retryAfter", delay)
 	if r.failures == 1 {
-		p.recorder.Eventf(reg.Owner, nil, corev1.EventTypeWarning, v1alpha1.MemberRenewalFailedReason, "RenewToken",
+		m.env.recorder.Eventf(reg.Owner, nil, corev1.EventTypeWarning, v1alpha1.MemberRenewalFailedReason, "RenewToken",
 			"could not renew the member's token: %s; the hub keeps using it until it expires at %s", r.lastError, stamp(s.expiry))
 	}
 	obs.renewal.failure = r.lastError
 	obs.requeueWithin(delay)
 }
 
-// renewNow asks the member for a new token like the one claims describe,
-// for lifetime, and has ren write it into the registration with the hub's
-// record of the request, provided the registration is unchanged since it
-// was read (else ErrRegistrationChanged).
-func (p *Provider) renewNow(ctx context.Context, ren *TokenRenewal, reg *registration, claims clusters.TokenClaims, lifetime time.Duration) (time.Time, error) {
+// renewNow asks the member, through conn, for a new token like the one
+// claims describe, for lifetime, and has writer write it into reg with the
+// hub's record of the request, provided reg is unchanged since it was read
+// (else ErrRegistrationChanged).
+func (m *member) renewNow(ctx context.Context, conn connection, reg *Registration, writer TokenWriter, claims clusters.TokenClaims, lifetime time.Duration) (time.Time, error) {
 	// First a dry run of the write: a hub that may not write the
 	// registration, or one that changed, costs no token that nothing holds.
-	if _, err := ren.Write(ctx, reg.cfg.REST.BearerToken, ren.Issued, true); err != nil {
+	if _, err := writer.WriteToken(ctx, reg, m.cfg.REST.BearerToken, reg.Renewal.Issued, true); err != nil {
 		return time.Time{}, err
 	}
 	minted := time.Now()
 	// The expiry the member states is as untrusted as its token's claims.
-	token, _, err := reg.member.RenewToken(ctx, claims, lifetime)
+	token, _, err := conn.RenewToken(ctx, claims, lifetime)
 	if err != nil {
 		return time.Time{}, err
 	}
-	hash, err := ren.Write(ctx, token, TokenIssue{MintedAt: minted, Lifetime: lifetime, Token: TokenDigest(token)}, false)
+	hash, err := writer.WriteToken(ctx, reg, token, TokenIssue{MintedAt: minted, Lifetime: lifetime, Token: TokenDigest(token)}, false)
 	if err != nil {
 		return time.Time{}, err
 	}
-	reg.renewal.wrote = hash
+	m.renewal.wrote = hash
 	return minted.Add(lifetime), nil
-}
-
-// requeueWithin makes the reconcile come back within d at the latest.
-func (o *observation) requeueWithin(d time.Duration) {
-	if d > 0 && (o.result.RequeueAfter == 0 || d < o.result.RequeueAfter) {
-		o.result.RequeueAfter = d
-	}
 }
 
 // setCredentialsExpiring records when the registration's token expires
@@ -428,13 +396,13 @@ const legacyTokenExpiring = "TokenExpiring"
 // recordCredentials sets the credential metrics of the member called name.
 func recordCredentials(name string, expiry time.Time, expiring bool) {
 	if expiry.IsZero() {
-		clusters.MemberCredentialsExpiry.DeleteLabelValues(name)
+		memberCredentialsExpiry.DeleteLabelValues(name)
 	} else {
-		clusters.MemberCredentialsExpiry.WithLabelValues(name).Set(float64(expiry.Unix()))
+		memberCredentialsExpiry.WithLabelValues(name).Set(float64(expiry.Unix()))
 	}
 	v := 0.0
 	if expiring {
 		v = 1
 	}
-	clusters.MemberCredentialsExpiring.WithLabelValues(name).Set(v)
+	memberCredentialsExpiring.WithLabelValues(name).Set(v)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,13 +16,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
 )
-
-// probeRefresh is how stale status.lastProbeTime may get before it is
-// rewritten although nothing else changed: probes run far more often than
-// that, and a write per probe would load the hub for no news.
-const probeRefresh = time.Minute
 
 // recordStatus writes what obs saw into the MemberCluster owned by the
 // registering object owner, records a hub Event on owner when Ready changes,
@@ -32,9 +27,9 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 	if obs.ready {
 		ready = 1
 	}
-	clusters.MemberReady.WithLabelValues(name).Set(ready)
+	memberReady.WithLabelValues(name).Set(ready)
 	if obs.widgets >= 0 {
-		clusters.MemberWidgets.WithLabelValues(name).Set(float64(obs.widgets))
+		memberWidgets.WithLabelValues(name).Set(float64(obs.widgets))
 	}
 
 	mc := obs.written
@@ -75,11 +70,10 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 	expiring := setCredentialsExpiring(&status, obs.tokenExpiry, obs.renewal, p.opts.Renewal.ExpiryWarning, time.Now())
 	recordCredentials(name, obs.tokenExpiry, expiring)
 	p.setNameConflict(&status, name)
-	p.setPinned(&status, name)
-	status.ServedBy = p.servedBy()
+	p.ownership.report(&status, name)
 	now := metav1.Now()
 	lastProbe := status.LastProbeTime
-	fresh := lastProbe != nil && now.Sub(lastProbe.Time) < probeRefresh
+	fresh := lastProbe != nil && now.Sub(lastProbe.Time) < p.opts.ProbeRefresh
 	if equality.Semantic.DeepEqual(mc.Status, status) && fresh {
 		return nil
 	}
@@ -127,7 +121,7 @@ func (p *Provider) memberCluster(ctx context.Context, owner client.Object, creat
 // setNameConflict shows on the MemberCluster of the member called name
 // whether another registration claims that name too and waits for it.
 func (p *Provider) setNameConflict(status *v1alpha1.MemberClusterStatus, name string) {
-	loser, ok := p.conflict(multicluster.ClusterName(name))
+	loser, ok := p.registry.conflict(multicluster.ClusterName(name))
 	if !ok {
 		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.MemberNameConflict)
 		return
@@ -170,34 +164,35 @@ func setProgress(conditions *[]metav1.Condition, ready bool, reason, message str
 }
 
 // recordEngaging shows that the hub is engaging the member of the
-// registering object owner with a registration it has not engaged before (changed is set when it replaces the
-// one of an engaged or parked member): Reconciling with reason Engaging,
-// Ready as it was. It writes nothing when the MemberCluster shows the
-// outcome of an earlier attempt with this kubeconfig, so that retrying a
-// member that is unreachable or lacks the Widget CRD costs no extra write.
-// It returns the MemberCluster as written, nil when it wrote nothing.
-func (p *Provider) recordEngaging(ctx context.Context, owner client.Object, changed bool) (*v1alpha1.MemberCluster, error) {
+// registering object owner with a registration it has not engaged before
+// (replacing: it replaces the one of an engaged or parked member):
+// Reconciling with reason Engaging, Ready as it was. It writes nothing when
+// the MemberCluster shows the outcome of an earlier attempt with this
+// registration, so that retrying a member that is unreachable or lacks the
+// Widget CRD costs no extra write. It returns the MemberCluster as written,
+// nil when it wrote nothing. Best effort: the outcome of the engagement is
+// written in any case.
+func (p *Provider) recordEngaging(ctx context.Context, owner client.Object, replacing bool, log logr.Logger) *v1alpha1.MemberCluster {
 	mc, err := p.memberCluster(ctx, owner, false)
-	if err != nil {
-		return nil, err
+	if err == nil && mc != nil && !replacing && !firstAttempt(mc) {
+		return nil
 	}
-	if mc != nil && !changed && !firstAttempt(mc) {
-		return nil, nil
+	if err == nil && mc == nil {
+		mc, err = p.memberCluster(ctx, owner, true)
 	}
-	if mc == nil {
-		if mc, err = p.memberCluster(ctx, owner, true); err != nil {
-			return nil, err
+	if err == nil {
+		patch := client.MergeFrom(mc.DeepCopy())
+		meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: v1alpha1.MemberReconciling, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.MemberEngagingReason, Message: "checking the member and starting its caches"})
+		meta.RemoveStatusCondition(&mc.Status.Conditions, v1alpha1.MemberStalled)
+		p.ownership.report(&mc.Status, owner.GetName())
+		if err = p.hub.Status().Patch(ctx, mc, patch); err == nil {
+			return mc
 		}
+		err = fmt.Errorf("patch MemberCluster %s status: %w", owner.GetName(), err)
 	}
-	patch := client.MergeFrom(mc.DeepCopy())
-	meta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: v1alpha1.MemberReconciling, Status: metav1.ConditionTrue,
-		Reason: v1alpha1.MemberEngagingReason, Message: "checking the member and starting its caches"})
-	meta.RemoveStatusCondition(&mc.Status.Conditions, v1alpha1.MemberStalled)
-	mc.Status.ServedBy = p.servedBy()
-	if err := p.hub.Status().Patch(ctx, mc, patch); err != nil {
-		return nil, fmt.Errorf("patch MemberCluster %s status: %w", owner.GetName(), err)
-	}
-	return mc, nil
+	log.Info("Cannot show the engagement in the MemberCluster", "error", err.Error())
+	return nil
 }
 
 // firstAttempt tells whether mc shows no attempt to engage its member yet,

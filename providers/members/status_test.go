@@ -164,13 +164,14 @@ func TestFirstAttempt(t *testing.T) {
 }
 
 // A pinned member's MemberCluster says whether its pin is followed, and why
-// not; a member without a pin, or a hub without sharding, shows nothing.
-func TestSetPinned(t *testing.T) {
+// not, and which replica serves it; a member without a pin, or a hub without
+// sharding, shows nothing.
+func TestOwnershipReport(t *testing.T) {
 	shards, err := sharding.New(sharding.Options{Namespace: "widgethub-system", ReplicaID: "a"}, nil, nil, nil, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Provider{shards: shards, assigned: &assignment{
+	sharded := &sharded{shards: shards, assigned: &assignment{
 		pins: map[string]string{"kept": "a", "over": "a", "gone": "z", "free": ""},
 		unpinned: map[string]sharding.Unpinned{
 			"over": {Reason: sharding.PinBeyondFairShare, Share: 20},
@@ -187,7 +188,10 @@ func TestSetPinned(t *testing.T) {
 	} {
 		status := v1alpha1.MemberClusterStatus{}
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.MemberPinned, Status: metav1.ConditionUnknown, Reason: "Old"})
-		p.setPinned(&status, tc.member)
+		sharded.report(&status, tc.member)
+		if status.ServedBy != "a" {
+			t.Errorf("%s: servedBy %q, want the replica a", tc.member, status.ServedBy)
+		}
 		cond := meta.FindStatusCondition(status.Conditions, v1alpha1.MemberPinned)
 		switch {
 		case tc.wantStatus == "" && cond != nil:
@@ -197,10 +201,9 @@ func TestSetPinned(t *testing.T) {
 			t.Errorf("%s: condition %+v, want %s/%s saying %q", tc.member, cond, tc.wantStatus, tc.wantReason, tc.wantSaying)
 		}
 	}
-	unsharded := &Provider{}
-	status := v1alpha1.MemberClusterStatus{}
+	status := v1alpha1.MemberClusterStatus{ServedBy: "a"}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1alpha1.MemberPinned, Status: metav1.ConditionTrue, Reason: "Old"})
-	if unsharded.setPinned(&status, "kept"); len(status.Conditions) != 0 {
-		t.Errorf("without sharding: %+v", status.Conditions)
+	if (everything{}).report(&status, "kept"); len(status.Conditions) != 0 || status.ServedBy != "" {
+		t.Errorf("without sharding: servedBy %q, %+v", status.ServedBy, status.Conditions)
 	}
 }

@@ -51,16 +51,18 @@ func TestReclaimedEngagementLeavesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := New(Options{Scheme: clusters.NewScheme(), ProbeTimeout: 10 * time.Second, SyncTimeout: 10 * time.Second,
 				WatchedObjects: []client.Object{&v1alpha1.Widget{}}})
+			p.ownership = everything{}
 			runCtx, stop := context.WithCancel(context.Background())
 			defer stop()
-			p.runCtx = runCtx
+			p.env.runCtx = runCtx
+			m := newMember("silent", p.env, logr.Discard())
 			cfg := &clusters.Config{REST: &rest.Config{Host: server, BearerToken: "t",
 				TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, RequestTimeout: time.Minute}
 
 			ctx, reclaim := context.WithCancelCause(context.Background())
 			time.AfterFunc(time.Second, func() { reclaim(fairqueue.ErrWorkerReclaimed) })
 			start := time.Now()
-			obs := p.engage(ctx, "silent", engagement{cfg: cfg}, logr.Discard())
+			obs := m.engage(ctx, engagement{cfg: cfg})
 			took := time.Since(start)
 
 			t.Logf("returned after %s: %v", took.Round(time.Millisecond), obs.err)
@@ -70,8 +72,8 @@ func TestReclaimedEngagementLeavesNothing(t *testing.T) {
 			if !errors.Is(obs.err, fairqueue.ErrWorkerReclaimed) || obs.ready {
 				t.Errorf("engage = ready %v, error %v; want not ready, ErrWorkerReclaimed", obs.ready, obs.err)
 			}
-			if m, err := p.Get(context.Background(), "silent"); !errors.Is(err, multicluster.ErrClusterNotFound) {
-				t.Errorf("a reclaimed engagement left member %v engaged", m)
+			if state, conn, _ := m.current(); state != idle || conn != nil {
+				t.Errorf("a reclaimed engagement left the member %s", state)
 			}
 			deadline := time.Now().Add(time.Second)
 			for holding.Load() > 0 && time.Now().Before(deadline) {

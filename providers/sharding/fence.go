@@ -57,9 +57,9 @@ func (s *Shards) Holds(member string) bool {
 // is free, is this replica's, or is held by a replica whose heartbeat, read
 // from the API server, has expired or is gone;
 // otherwise Acquire returns a *HeldError and the holder must release it
-// first. registration, the object that registers member, owns a new fence,
-// so that the fence goes with it.
-func (s *Shards) Acquire(ctx context.Context, member string, registration client.Object) (uint64, error) {
+// first. owner, a reference to the object that registers member, owns a new
+// fence, so that the fence goes with it.
+func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerReference) (uint64, error) {
 	s.mu.Lock()
 	term := s.termLocked(time.Now())
 	if term != 0 && s.held[member] == term {
@@ -82,10 +82,9 @@ func (s *Shards) Acquire(ctx context.Context, member string, registration client
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels:      map[string]string{LeaseLabel: roleMember},
-			Annotations: map[string]string{ClusterAnnotation: member},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret",
-				Name: registration.GetName(), UID: registration.GetUID()}},
+			Labels:          map[string]string{LeaseLabel: roleMember},
+			Annotations:     map[string]string{ClusterAnnotation: member},
+			OwnerReferences: []metav1.OwnerReference{owner},
 		}}
 		s.take(lease, now)
 		if err := s.writer.Create(ctx, lease); err != nil {

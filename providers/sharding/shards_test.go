@@ -102,13 +102,15 @@ func namespace(t *testing.T) string {
 	return ns.Name
 }
 
-func registration(t *testing.T, ns, name string) *corev1.Secret {
+// registration creates a registration Secret called name in ns and returns
+// a reference to it, as the owner of its member's fence.
+func registration(t *testing.T, ns, name string) metav1.OwnerReference {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	if err := hub.Create(t.Context(), s); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Secret", Name: s.Name, UID: s.UID}
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
@@ -19,6 +20,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
 
+	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/reconcilers/controller/fairqueue"
 )
 
@@ -59,6 +61,15 @@ type Options struct {
 	ReconcileTimeout time.Duration
 	// LogConstructor returns the logger of a request (nil: the controller's own).
 	LogConstructor func(*mcreconcile.Request) logr.Logger
+	// Outcomes, when set, is told how each reconcile ended.
+	Outcomes OutcomeRecorder
+}
+
+// OutcomeRecorder is told how each reconcile of a member's object ended: the
+// engine that engages the members judges their health from it (a member
+// whose writes mostly fail is Degraded). It must not block.
+type OutcomeRecorder interface {
+	RecordOutcome(cluster multicluster.ClusterName, key types.NamespacedName, err error)
 }
 
 // DefaultReconcileTimeout bounds one Reconcile call. A Widget reconcile is
@@ -115,7 +126,7 @@ func newUnmanaged(name string, opts Options, built func(*fairqueue.Queue)) (crco
 	}
 	var queue atomic.Pointer[fairqueue.Queue]
 	return crcontroller.NewTypedUnmanaged(name, crcontroller.TypedOptions[mcreconcile.Request]{
-		Reconciler:              reclaimable(opts.Reconciler, &queue),
+		Reconciler:              recorded(reclaimable(opts.Reconciler, &queue), opts.Outcomes),
 		MaxConcurrentReconciles: workers,
 		ReconciliationTimeout:   timeout,
 		RateLimiter:             retryRateLimiter(),
@@ -156,6 +167,19 @@ func reclaimable(rec reconcile.TypedReconciler[mcreconcile.Request], queue *atom
 			return reconcile.Result{}, fmt.Errorf("%w: %w", cause, err)
 		}
 		return result, err
+	})
+}
+
+// recorded runs rec and tells outcomes, if set, how each reconcile ended.
+// The error, which may quote the member, is returned printable and bounded
+// (v1alpha1.PrintableError) for controller-runtime to log.
+func recorded(rec reconcile.TypedReconciler[mcreconcile.Request], outcomes OutcomeRecorder) reconcile.TypedReconciler[mcreconcile.Request] {
+	return reconcile.TypedFunc[mcreconcile.Request](func(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+		result, err := rec.Reconcile(ctx, req)
+		if outcomes != nil {
+			outcomes.RecordOutcome(req.ClusterName, req.NamespacedName, err)
+		}
+		return result, v1alpha1.PrintableError(err)
 	})
 }
 

@@ -24,7 +24,6 @@ import (
 	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/reconcilers/controller"
 )
 
@@ -50,6 +49,9 @@ type ClusterGetter interface {
 type Reconciler struct {
 	// Clusters resolves a request's member. Defaults to the manager.
 	Clusters ClusterGetter
+	// Outcomes, when set, is told how each reconcile ended (the engine
+	// judges each member's health from it).
+	Outcomes controller.OutcomeRecorder
 	// MaxConcurrentReconciles is how many requests are reconciled at once.
 	MaxConcurrentReconciles int
 	// MaxConcurrentReconcilesPerMember is how many of them one member may hold;
@@ -71,6 +73,7 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Reconciler:                       r,
 		MaxConcurrentReconciles:          r.MaxConcurrentReconciles,
 		MaxConcurrentReconcilesPerMember: r.MaxConcurrentReconcilesPerMember,
+		Outcomes:                         r.Outcomes,
 		LogConstructor: func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
 				return base
@@ -84,24 +87,16 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 }
 
 // Reconcile brings one Widget of one member to its desired state.
-// Its outcome is recorded on the member (Member.RecordReconcile), whose
-// error rate its health reports.
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
 	cl, err := r.Clusters.GetCluster(ctx, req.ClusterName)
-	if err == nil {
-		var result ctrl.Result
-		result, err = r.reconcile(ctx, cl, req)
-		if member, ok := cl.(*clusters.Member); ok {
-			member.RecordReconcile(req.NamespacedName, err)
-		}
-		return result, clusters.PrintableError(err) // it may quote the member
-	}
 	if errors.Is(err, multicluster.ErrClusterNotFound) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Member is no longer engaged; dropping the request")
 		return ctrl.Result{}, nil
 	}
-	clusters.ReconcileErrors.WithLabelValues(string(req.ClusterName)).Inc()
-	return ctrl.Result{}, fmt.Errorf("get member %q: %w", req.ClusterName, err)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get member %q: %w", req.ClusterName, err)
+	}
+	return r.reconcile(ctx, cl, req)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, cl cluster.Cluster, req mcreconcile.Request) (ctrl.Result, error) {

@@ -219,9 +219,6 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	}
 	var profiles *clusterprofile.Options
 	if opts.ClusterProfileProviderFile != "" {
-		if opts.Sharding {
-			return nil, errors.New("--clusterprofile-provider-file: ClusterProfiles are not served by a sharded hub (--sharding)")
-		}
 		access, err := clusterprofile.LoadProviderFile(opts.ClusterProfileProviderFile)
 		if err != nil {
 			return nil, err
@@ -251,7 +248,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		Renewal: members.RenewalOptions{Remaining: opts.TokenRenewRemaining, MinInterval: opts.TokenRenewMinInterval,
 			ExpiryWarning: opts.CredentialsExpiryWarning},
 	})
-	hubCache := kubeconfig.SecretCacheOptions(opts.RegistrationNamespace)
+	hubCache := members.CacheOptions(kubeconfig.CacheOptions(cache.Options{}, opts.RegistrationNamespace), opts.RegistrationNamespace)
 	if profiles != nil {
 		hubCache = clusterprofile.CacheOptions(hubCache, profiles.Namespace)
 	}
@@ -295,6 +292,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		}
 	}
 	widgets := &widget.Reconciler{
+		Outcomes:                         provider,
 		MaxConcurrentReconciles:          opts.MaxConcurrentReconciles,
 		MaxConcurrentReconcilesPerMember: opts.MaxConcurrentReconcilesPerMember,
 	}

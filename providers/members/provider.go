@@ -2,7 +2,6 @@ package members
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -29,7 +29,7 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	contract "github.com/widgethub/widgethub/api/registration" // named: the engine has a type registration
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/sharding"
@@ -47,9 +47,16 @@ const (
 	DefaultProbeInterval    = 5 * time.Second
 	DefaultProbeTimeout     = 3 * time.Second
 	DefaultFailureThreshold = 3
-	// DefaultMaxRetryDelay caps the backoff between engagement attempts.
+	// DefaultProbeRefresh is how stale status.lastProbeTime may get before
+	// it is rewritten although nothing else changed: probes run far more
+	// often than that, and a write per probe would load the hub for no news.
+	DefaultProbeRefresh = time.Minute
+	// DefaultRetryDelay and DefaultMaxRetryDelay bound the backoff between
+	// engagement attempts: the first retry after half a second, doubling up
+	// to a minute.
+	DefaultRetryDelay    = 500 * time.Millisecond
 	DefaultMaxRetryDelay = time.Minute
-	// DefaultMinReengageInterval bounds how often a changing kubeconfig
+	// DefaultMinReengageInterval bounds how often a changing registration
 	// re-engages its member (each engagement lists the member's objects).
 	DefaultMinReengageInterval = 5 * time.Second
 	// DefaultDrainTimeout bounds the wait for a handed-over member's
@@ -67,10 +74,8 @@ type Options struct {
 	// Namespace is the registration namespace: it holds the sharding
 	// Leases. Defaults to the registration contract's DefaultNamespace.
 	Namespace string
-	// Scheme of the member clusters. Required.
+	// Scheme of the member clusters and of the hub's registering objects. Required.
 	Scheme *runtime.Scheme
-	// Config turns a kubeconfig into a member's rest.Config.
-	Config clusters.ConfigOptions
 	// SyncTimeout bounds a member's cache sync. Defaults to DefaultSyncTimeout.
 	SyncTimeout time.Duration
 	// MissingKindRetry is the wait before trying a member again that does
@@ -95,8 +100,12 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// FailureThreshold is how many probes in a row must fail before a member is Unreachable.
 	FailureThreshold int
-	// MaxRetryDelay caps the backoff between attempts to engage a failing member.
-	MaxRetryDelay time.Duration
+	// ProbeRefresh is how stale status.lastProbeTime may get before it is
+	// rewritten with nothing else changed. Defaults to DefaultProbeRefresh.
+	ProbeRefresh time.Duration
+	// RetryDelay and MaxRetryDelay bound the backoff between attempts to
+	// engage a failing member. Default DefaultRetryDelay, DefaultMaxRetryDelay.
+	RetryDelay, MaxRetryDelay time.Duration
 	// MinReengageInterval is the least time between two engagements of one
 	// member because its registration changed: a Secret rewritten many
 	// times a second re-engages at most this often, with its latest version.
@@ -104,8 +113,7 @@ type Options struct {
 	// Sharding, when set, shares the members among the hub's replicas: this
 	// provider engages only the members this replica owns, each under its
 	// fence, and hands the others over. Nil: it engages every member.
-	// Its Namespace defaults to the registration namespace. A sharded
-	// Provider takes one source only (see Register).
+	// Its Namespace defaults to the registration namespace.
 	Sharding *sharding.Options
 	// DrainTimeout bounds how long a member handed to another replica may
 	// take to answer its requests in flight. Defaults to DefaultDrainTimeout.
@@ -115,13 +123,15 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	orDefault(&o.Namespace, contract.DefaultNamespace)
+	orDefault(&o.Namespace, registration.DefaultNamespace)
 	orDefault(&o.SyncTimeout, DefaultSyncTimeout)
 	orDefault(&o.MissingKindRetry, DefaultMissingKindRetry)
 	orDefault(&o.ConcurrentEngagements, DefaultConcurrentEngagements)
 	orDefault(&o.ProbeInterval, DefaultProbeInterval)
 	orDefault(&o.ProbeTimeout, DefaultProbeTimeout)
 	orDefault(&o.FailureThreshold, DefaultFailureThreshold)
+	orDefault(&o.ProbeRefresh, DefaultProbeRefresh)
+	orDefault(&o.RetryDelay, DefaultRetryDelay)
 	orDefault(&o.MaxRetryDelay, DefaultMaxRetryDelay)
 	orDefault(&o.MinReengageInterval, DefaultMinReengageInterval)
 	orDefault(&o.DrainTimeout, DefaultDrainTimeout)
@@ -141,7 +151,7 @@ func orDefault[T comparable](v *T, def T) {
 // +kubebuilder:rbac:groups=widgethub.io,namespace=widgethub-system,resources=memberclusters/status,verbs=get;update;patch
 
 // Provider engages one member cluster per registration, whichever source
-// registers it.
+// registers it, on the replicas its ownership says.
 type Provider struct {
 	opts Options
 	hub  client.Client
@@ -150,69 +160,17 @@ type Provider struct {
 	log       logr.Logger
 	recorder  events.EventRecorder
 
+	// started is closed once the provider runs and may serve.
 	started chan struct{}
-	runCtx  context.Context
-	aware   multicluster.Aware
-
-	mu      sync.RWMutex
-	members map[multicluster.ClusterName]*registration
-	// parked are the registered members that failed FailureThreshold
-	// probes in a row: their caches are stopped, their connections closed,
-	// and they are probed until they answer, then engaged afresh.
-	parked   map[multicluster.ClusterName]*parking
-	indexers []index
-	// closing is set when a sharded provider hands its members over on
-	// shutdown: nothing is engaged any more.
-	closing bool
+	env     *memberEnv
 	// sources are the registration sources, first the one that keeps a
-	// name two of them claim; claims says which registration holds each
-	// member name, losers which one claims it too and waits.
-	sources []*sourceController
-	claims  map[multicluster.ClusterName]claim
-	losers  map[multicluster.ClusterName]claim
-	// shards is this replica's share of a sharded hub; nil without sharding.
-	shards *sharding.Shards
-	// leaseEvents asks the sharding heartbeat for an early look at the Leases.
-	leaseEvents chan struct{}
-	// assigned is the last assignment of members to replicas; moved
-	// receives the registrations whose member a new one moved.
-	assignMu sync.Mutex
-	assigned *assignment
-	moved    chan event.TypedGenericEvent[reconcile.Request]
-}
+	// name two of them claim.
+	sources   []*sourceController
+	registry  *registry
+	ownership ownership
 
-// registration is an engaged member and what its probes have seen.
-type registration struct {
-	engagement
-	member    *clusters.Member
-	failures  int
-	lastError string
-	// probedAt is when the member was last probed, and probed what it showed.
-	probedAt time.Time
-	probed   observation
-	// renewal is how the renewals of its token went (renew.go).
-	renewal renewal
-}
-
-// parking is a registered member that is not engaged until it answers again.
-type parking struct {
-	engagement
-	// prober is a member that is never started: it only runs probes.
-	prober *clusters.Member
-}
-
-// engagement is what a member was engaged with, kept while it is parked.
-type engagement struct {
-	// hash is the registration's Registration.Hash it was engaged with,
-	// cfg the config built from it.
-	hash [sha256.Size]byte
-	cfg  *clusters.Config
-	// since is when the engagement began; version the member's last known version.
-	since   time.Time
-	version string
-	// term is the sharding term the member's fence is held in; zero
-	// without sharding.
-	term uint64
+	indexMu  sync.Mutex
+	indexers []index
 }
 
 type index struct {
@@ -221,50 +179,44 @@ type index struct {
 	extract client.IndexerFunc
 }
 
-// New returns a Provider; call SetupWithManager before starting the manager.
+// New returns a Provider; Register its sources before starting the manager.
 func New(opts Options) *Provider {
 	opts.defaults()
-	return &Provider{
-		opts:    opts,
-		started: make(chan struct{}),
-		members: map[multicluster.ClusterName]*registration{},
-		parked:  map[multicluster.ClusterName]*parking{},
-		claims:  map[multicluster.ClusterName]claim{},
-		losers:  map[multicluster.ClusterName]claim{},
-	}
+	p := &Provider{opts: opts, started: make(chan struct{}), registry: newRegistry()}
+	p.env = &memberEnv{opts: &p.opts, connect: p.connect, index: p.index,
+		gate: func(term uint64) func() error { return p.ownership.gate(term) }}
+	return p
 }
 
 // Register adds src's controller to the hub manager: each object of src
 // registers the member named after it. Sources registered earlier keep a
-// member name that a later one claims too. A sharded Provider takes one
-// source only: the assignment of members to replicas is computed over it.
+// member name that a later one claims too.
 func (p *Provider) Register(mgr mcmanager.Manager, src Source) error {
 	if p.opts.Scheme == nil {
 		return errors.New("members provider: Options.Scheme is required")
 	}
-	if p.opts.Sharding != nil && len(p.sources) > 0 {
-		return fmt.Errorf("register the %s source: a sharded hub takes registrations from one source only", src.Kind())
-	}
 	local := mgr.GetLocalManager()
 	if p.hub == nil {
-		p.hub = local.GetClient()
-		p.apiReader = local.GetAPIReader()
-		p.log = local.GetLogger().WithName("members")
-		p.recorder = clusters.PrintableRecorder(local.GetEventRecorder("widgethub"))
+		if err := p.setUp(local); err != nil {
+			return err
+		}
 	}
 	sc := &sourceController{Source: src, provider: p, index: len(p.sources),
 		log:     p.log.WithValues("source", src.Kind()),
 		workers: &registrationWorkers{workers: p.opts.ConcurrentEngagements},
 		wake:    make(chan event.TypedGenericEvent[reconcile.Request], 64)}
 	p.sources = append(p.sources, sc)
-	b := ctrl.NewControllerManagedBy(local).
+	return ctrl.NewControllerManagedBy(local).
 		Named(src.ControllerName()).
 		For(src.Object()).
 		// Our own status writes need no reconcile; a deleted MemberCluster does.
 		Owns(&v1alpha1.MemberCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A registration that waits for a member name another holds is
-		// woken when that one goes.
-		WatchesRawSource(source.TypedChannel(sc.wake, enqueueRequest())).
+		// A registration is woken when the name it waits for is free, when
+		// it must show a conflict, or when its member's owner changed.
+		WatchesRawSource(source.TypedChannel(sc.wake, handler.TypedFuncs[reconcile.Request, reconcile.Request]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[reconcile.Request], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.Add(e.Object)
+			}})).
 		WithOptions(controller.Options{
 			// The shared fair queue, each registration its own member, so
 			// that registrations that hang hold a bounded share of the
@@ -277,85 +229,181 @@ func (p *Provider) Register(mgr mcmanager.Manager, src Source) error {
 			UsePriorityQueue:        ptr.To(false),
 			NewQueue:                sc.workers.newQueue,
 			MaxConcurrentReconciles: p.opts.ConcurrentEngagements,
-			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, p.opts.MaxRetryDelay),
-		})
-	if p.opts.Sharding != nil {
-		opts := *p.opts.Sharding
-		orDefault(&opts.Namespace, p.opts.Namespace)
-		shards, err := sharding.New(opts, local.GetCache(), local.GetAPIReader(), p.hub, p.log)
-		if err != nil {
-			return err
-		}
-		p.shards = shards
-		p.leaseEvents = make(chan struct{}, 1)
-		p.moved = make(chan event.TypedGenericEvent[reconcile.Request], 64)
-		// A fence released or taken wakes its registration; a change of
-		// the live replicas wakes every registration, and a new assignment
-		// those whose member it moved.
-		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(p.leaseChanged)).
-			WatchesRawSource(source.Channel(p.shards.Changes(), handler.EnqueueRequestsFromMapFunc(p.allRegistrations))).
-			WatchesRawSource(source.TypedChannel(p.moved, enqueueRequest()))
-	}
-	return b.Complete(sc)
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](p.opts.RetryDelay, p.opts.MaxRetryDelay),
+		}).
+		Complete(sc)
 }
 
-// enqueueRequest is the handler of channels that carry reconcile requests.
-func enqueueRequest() handler.TypedEventHandler[reconcile.Request, reconcile.Request] {
-	return handler.TypedFuncs[reconcile.Request, reconcile.Request]{
-		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[reconcile.Request], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			q.Add(e.Object)
-		}}
+// setUp takes the hub's clients from its manager and chooses the ownership:
+// everything, or a share through Leases with Options.Sharding.
+func (p *Provider) setUp(local ctrl.Manager) error {
+	p.hub = local.GetClient()
+	p.apiReader = local.GetAPIReader()
+	p.log = local.GetLogger().WithName("members")
+	p.recorder = clusters.PrintableRecorder(local.GetEventRecorder("widgethub"))
+	p.env.recorder = p.recorder
+	if p.opts.Sharding == nil {
+		p.ownership = everything{}
+		return nil
+	}
+	opts := *p.opts.Sharding
+	orDefault(&opts.Namespace, p.opts.Namespace)
+	shards, err := sharding.New(opts, local.GetCache(), p.apiReader, p.hub, p.log)
+	if err != nil {
+		return err
+	}
+	p.ownership = &sharded{shards: shards, leases: local.GetCache(), scheme: p.hub.Scheme(), list: p.listRegistrations,
+		served: p.registry.served, drain: p.opts.DrainTimeout, log: p.log}
+	return nil
+}
+
+// CacheOptions extends a hub cache's options with what the engine reads
+// from the hub besides the registrations: the Leases of sharding in
+// namespace, the registration namespace.
+func CacheOptions(opts cache.Options, namespace string) cache.Options {
+	return CacheObjects(opts, namespace, &coordinationv1.Lease{}, cache.ByObject{Label: sharding.LeaseSelector()})
+}
+
+// CacheObjects extends a hub cache's options with the objects of obj's
+// kind in namespace, narrowed as by says: a source's registrations.
+func CacheObjects(opts cache.Options, namespace string, obj client.Object, by cache.ByObject) cache.Options {
+	if opts.DefaultNamespaces == nil {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+	}
+	opts.DefaultNamespaces[namespace] = cache.Config{}
+	if opts.ByObject == nil {
+		opts.ByObject = map[client.Object]cache.ByObject{}
+	}
+	opts.ByObject[obj] = by
+	return opts
+}
+
+// connect makes a member's connection with clusters.New: with the caches
+// the options describe, or without any, for a prober.
+func (p *Provider) connect(name string, cfg *clusters.Config, gate func() error, caches bool, log logr.Logger) (connection, error) {
+	opts := clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log, Gate: gate}
+	if caches {
+		opts.CacheByObject, opts.Transform, opts.MaxObjects = p.opts.CacheByObject, p.opts.CacheTransform, p.opts.MaxObjects
+	}
+	return clusters.New(name, cfg, opts)
 }
 
 // Start records the context that member lifetimes derive from and the Aware
-// to engage them with, then blocks until ctx ends and stops every member.
+// to engage them with, takes part in the hub as its ownership says, then
+// blocks until ctx ends and lets every member go: stopped at once, or
+// drained and handed over on a sharded hub.
 func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
-	p.runCtx, p.aware = ctx, aware
+	if p.ownership == nil {
+		return errors.New("members provider: no source registered")
+	}
+	p.env.runCtx, p.env.aware = ctx, aware
 	// widgethub_registrations is served while the provider runs.
 	registrations.track(p)
 	defer registrations.untrack(p)
-	if p.shards != nil {
-		return p.startSharded(ctx)
+	if err := p.ownership.start(ctx, p.wake); err != nil {
+		return err
 	}
 	close(p.started)
 	<-ctx.Done()
 
-	regs, parked := p.takeAll()
-	for name, r := range regs {
-		r.member.Stop()
-		clusters.ForgetMetrics(string(name))
+	members := p.registry.close()
+	stopCtx := context.WithoutCancel(ctx)
+	drain := p.ownership.drainTimeout()
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			m.leave(stopCtx, drain, "the hub replica stops")
+			forgetMetrics(string(m.name))
+		})
 	}
-	for name, pk := range parked {
-		pk.prober.Stop()
-		clusters.ForgetMetrics(string(name))
-	}
+	wg.Wait()
+	p.ownership.stop(stopCtx)
+	p.log.Info("Let every member go", "members", len(members))
 	return nil
+}
+
+// wake reconciles the registrations that hold the named members, or all of
+// them.
+func (p *Provider) wake(names ...string) {
+	for _, c := range p.registry.holders(names...) {
+		c.source.wakeUp(c.key)
+	}
+}
+
+// listRegistrations lists the registrations of every source, each member
+// name once: the registration of the earliest source, which keeps it.
+func (p *Provider) listRegistrations(ctx context.Context) ([]Registration, error) {
+	seen := map[string]bool{}
+	var all []Registration
+	for _, sc := range p.sources {
+		list, err := sc.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list the %s registrations: %w", sc.Kind(), err)
+		}
+		for _, r := range list {
+			if name := r.Owner.GetName(); !seen[name] {
+				seen[name] = true
+				all = append(all, r)
+			}
+		}
+	}
+	return all, nil
 }
 
 // Get returns the engaged member called name, or multicluster.ErrClusterNotFound.
 func (p *Provider) Get(_ context.Context, name multicluster.ClusterName) (cluster.Cluster, error) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if r, ok := p.members[name]; ok {
-		return r.member, nil
+	if m := p.registry.member(name); m != nil {
+		if conn := m.cluster(); conn != nil {
+			return conn, nil
+		}
 	}
 	return nil, fmt.Errorf("member %q: %w", name, multicluster.ErrClusterNotFound)
 }
 
 // IndexField indexes a field on every engaged member and on those engaged later.
 func (p *Provider) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
-	p.mu.Lock()
+	p.indexMu.Lock()
+	defer p.indexMu.Unlock()
 	p.indexers = append(p.indexers, index{obj: obj, field: field, extract: extract})
-	regs := make(map[multicluster.ClusterName]*registration, len(p.members))
-	for n, r := range p.members {
-		regs[n] = r
-	}
-	p.mu.Unlock()
 	var errs []error
-	for name, r := range regs {
-		if err := r.member.GetFieldIndexer().IndexField(ctx, obj, field, extract); err != nil {
-			errs = append(errs, fmt.Errorf("index %s on member %q: %w", field, name, err))
+	for _, m := range p.registry.each() {
+		if conn := m.cluster(); conn != nil {
+			if err := conn.GetFieldIndexer().IndexField(ctx, obj, field, extract); err != nil {
+				errs = append(errs, fmt.Errorf("index %s on member %q: %w", field, m.name, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// index applies every field indexer to conn, then runs commit, with no
+// indexer added meanwhile.
+func (p *Provider) index(conn connection, commit func()) error {
+	p.indexMu.Lock()
+	defer p.indexMu.Unlock()
+	for _, idx := range p.indexers {
+		if err := conn.GetFieldIndexer().IndexField(conn.Context(), idx.obj, idx.field, idx.extract); err != nil {
+			return fmt.Errorf("index %s: %w", idx.field, err)
+		}
+	}
+	commit()
+	return nil
+}
+
+// RecordOutcome records how a reconcile of the Widget key of the member
+// called cluster ended: counted in widgethub_member_reconciles_total and
+// widgethub_member_reconcile_errors_total, and remembered for the member's
+// Degraded verdict at its next probe. Outcomes of members this replica does
+// not serve are dropped. It is the Widget controller's
+// controller.OutcomeRecorder.
+func (p *Provider) RecordOutcome(cluster multicluster.ClusterName, key types.NamespacedName, err error) {
+	m := p.registry.member(cluster)
+	if m == nil {
+		return
+	}
+	memberReconciles.WithLabelValues(string(cluster)).Inc()
+	if err != nil {
+		memberReconcileErrors.WithLabelValues(string(cluster)).Inc()
+	}
+	m.failing.record(key, err != nil)
 }
