@@ -3,6 +3,7 @@ package members
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -268,19 +269,27 @@ func (m *member) engage(ctx context.Context, e engagement) observation {
 	return obs
 }
 
+// errNotServed: the member stopped being served here while it was engaged.
+var errNotServed = errors.New("the member is no longer served by this replica")
+
 // commit makes conn the member's engaged connection, unless the member is
 // no longer served here.
 func (m *member) commit(conn connection, e engagement) error {
-	return m.env.index(conn, func() {
+	gone := false
+	err := m.env.index(conn, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.gone {
+		if gone = m.gone; gone {
 			return
 		}
 		m.state, m.conn, m.engagement = engaged, conn, e
 		m.failures, m.lastError = 0, ""
 		m.failing.reset()
 	})
+	if err == nil && gone {
+		err = errNotServed
+	}
+	return err
 }
 
 // engageFailed is the outcome of an engagement that failed with err.
