@@ -201,8 +201,11 @@ func config(token string) *clusters.Config {
 func (mc *machine) sync(cfg *clusters.Config, term uint64) observation {
 	mc.t.Helper()
 	return mc.m.sync(mc.t.Context(), mc.t.Context(), change{hash: sha256.Sum256([]byte(cfg.REST.Host + cfg.REST.BearerToken)), term: term,
-		config:   func() (*clusters.Config, error) { return cfg, nil },
-		announce: func(replacing bool) *v1alpha1.MemberCluster { mc.announced = append(mc.announced, replacing); return nil }})
+		config: func() (*clusters.Config, error) { return cfg, nil },
+		announce: func(replacing bool) *v1alpha1.MemberCluster {
+			mc.announced = append(mc.announced, replacing)
+			return nil
+		}})
 }
 
 // probeNow makes the next sync probe rather than repeat the last probe.
@@ -432,8 +435,13 @@ func TestUnusableRegistrationStopsTheMember(t *testing.T) {
 	mc.sync(config("t1"), 0)
 	c := mc.last()
 	obs := mc.m.sync(t.Context(), t.Context(), change{hash: sha256.Sum256([]byte("broken")),
-		config:   func() (*clusters.Config, error) { return nil, fmt.Errorf("%w: tokenFile", clusters.ErrUnsafeKubeconfig) },
-		announce: func(bool) *v1alpha1.MemberCluster { t.Error("announced an engagement of an unusable registration"); return nil }})
+		config: func() (*clusters.Config, error) {
+			return nil, fmt.Errorf("%w: tokenFile", clusters.ErrUnsafeKubeconfig)
+		},
+		announce: func(bool) *v1alpha1.MemberCluster {
+			t.Error("announced an engagement of an unusable registration")
+			return nil
+		}})
 	wantObs(t, obs, false, v1alpha1.MemberUnsafeKubeconfigReason)
 	if !errors.Is(obs.err, reconcile.TerminalError(nil)) || !c.stopped {
 		t.Errorf("error %v (want terminal), connection stopped %v", obs.err, c.stopped)
@@ -573,7 +581,9 @@ func TestRenewalIsDueAtHalfLifeAndBacksOff(t *testing.T) {
 	mc = newMachine(t, nil)
 	mc.sync(config(tok), 0)
 	conn = mc.last()
-	conn.set(func(f *fakeConn) { f.renewFailures = apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "", errors.New("no")) })
+	conn.set(func(f *fakeConn) {
+		f.renewFailures = apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "", errors.New("no"))
+	})
 	reg.Hash = mc.m.hash
 	for i, want := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second} {
 		mc.m.renewal.next = time.Time{} // the backoff has passed
