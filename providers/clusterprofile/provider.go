@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/providers/members"
@@ -94,7 +95,7 @@ func (s *Source) Registration(ctx context.Context, key types.NamespacedName) (*m
 	if err != nil {
 		return nil, fmt.Errorf("hash ClusterProfile %s: %w", key, err)
 	}
-	return &members.Registration{Owner: profile, Hash: sha256.Sum256(used)}, nil
+	return &members.Registration{Owner: profile, Hash: sha256.Sum256(used), Pin: profile.Annotations[registration.PinAnnotation]}, nil
 }
 
 // Config builds the member config of reg's ClusterProfile (see config).
@@ -115,7 +116,7 @@ func (s *Source) List(ctx context.Context) ([]members.Registration, error) {
 	regs := make([]members.Registration, 0, len(list.Items))
 	for i := range list.Items {
 		if profile := &list.Items[i]; profile.DeletionTimestamp.IsZero() {
-			regs = append(regs, members.Registration{Owner: profile})
+			regs = append(regs, members.Registration{Owner: profile, Pin: profile.Annotations[registration.PinAnnotation]})
 		}
 	}
 	return regs, nil
