@@ -22,11 +22,10 @@
 // Through a proxy, the member's host is checked against the dialer's refused
 // destinations before the request leaves.
 //
-// Each Member's Events go through a budget (events.go), and their notes,
-// like the errors a reconciler returns, are printable and bounded (text.go:
-// PrintableRecorder, PrintableError): they quote what members chose. The per-member
-// Prometheus metrics (metrics.go, widgethub_member_*) live here too: the
-// provider records health and probes, the Widget reconciler its errors, the
-// Member its dropped Events, and ForgetMetrics removes a member's series when
-// it is unregistered. NewScheme is the scheme of the hub and the members.
+// Each Member's Events go through a budget (events.go), and their notes are
+// printable and bounded (text.go: PrintableRecorder): they quote what
+// members chose. The one metric written here is the Events a Member dropped
+// (metrics.go, widgethub_member_events_dropped_total); the engine writes the
+// other per-member series. NewScheme is the scheme of the hub and the
+// members.
 package clusters

@@ -7,12 +7,12 @@
 //
 // Source turns such a Secret into a members.Registration: the Secret owns
 // the member's MemberCluster and receives its Events, the SHA-256 of the
-// kubeconfig tells a changed registration, and clusters.RESTConfig makes the
-// member's config, refusing credential plugins (unless allowed), files of
-// the hub, proxies, impersonation and skipped TLS verification. Engaging,
-// probing, status and metrics are package members'. The hub cache is scoped
-// to that namespace and label (SecretCacheOptions): the hub reads no other
-// Secret. A Secret that kubectl widgethub join wrote and marked with
+// kubeconfig tells a changed registration, and Config makes the member's
+// config with clusters.RESTConfig, refusing credential plugins (unless
+// allowed), files of the hub, proxies, impersonation and skipped TLS
+// verification. Engaging, probing, sharding, status and metrics are package
+// members'. The hub cache is scoped to that namespace and label
+// (CacheOptions): the hub reads no other Secret. A Secret that kubectl widgethub join wrote and marked with
 // widgethub.io/renew-token=true has its token renewed by the hub: the
 // source writes the renewed token into its kubeconfig (renew.go), and only
 // the token changes.

@@ -34,7 +34,10 @@
 // retried after the larger of its own backoff (5ms doubling to 1000s) and its
 // member's retry budget (MemberRetryRate per second, MemberRetryBurst at
 // once; retry.go), so that a member failing every write spends its own budget
-// of hub time, not the others'.
+// of hub time, not the others'. Options.Outcomes, an OutcomeRecorder the
+// controller declares, is told how each reconcile ended (the engine judges
+// each member's health from it), and the error a reconcile returns, which
+// may quote the member, is logged printable and bounded.
 //
 // # Implementation
 //

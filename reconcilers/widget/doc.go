@@ -15,5 +15,8 @@
 // rolling out, Stalled (DeploymentFailed) while it is refused, past its
 // progress deadline or unable to create pods; neither once it has rolled
 // out. The Deployment's watch brings each next step, so none needs a requeue.
-// A request for a member that is no longer engaged is dropped.
+// A request for a member that is no longer engaged is dropped. How each
+// reconcile ended reaches the engine through Reconciler.Outcomes (the
+// controller's OutcomeRecorder), which judges each member's health from it;
+// the reconciler itself knows nothing of the engine or of package clusters.
 package widget
