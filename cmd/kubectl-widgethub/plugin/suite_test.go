@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,15 +28,12 @@ var (
 	// kubeconfigs are admin kubeconfig files: All has contexts hub, alpha and beta.
 	kubeconfigs *fleet.KubeconfigFiles
 	hubNS       = "widgethub-system"
+	// suiteDir holds the suite's files (kubeconfigs, built binaries); it
+	// goes when the tests end.
+	suiteDir string
 )
 
-// asPluginEnv makes the test binary run as kubectl-widgethub (completion_test.go).
-const asPluginEnv = "WIDGETHUB_TEST_AS_PLUGIN"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(asPluginEnv) == "1" {
-		os.Exit(plugin.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
-	}
 	opts := fleet.Options{Members: []string{"alpha", "beta"}, Scheme: clusters.NewScheme(), MemberCRDs: []string{}}
 	os.Exit(fleet.RunTests(m, opts, setUpSuite))
 }
@@ -46,6 +46,7 @@ func setUpSuite(f *fleet.Fleet) (tearDown func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
+	suiteDir = dir
 	tearDown = func() error { return os.RemoveAll(dir) }
 	if kubeconfigs, err = f.WriteKubeconfigs(dir); err == nil {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}
@@ -55,6 +56,29 @@ func setUpSuite(f *fleet.Fleet) (tearDown func() error, err error) {
 		return nil, errors.Join(err, tearDown())
 	}
 	return tearDown, nil
+}
+
+var (
+	buildMu sync.Mutex
+	// binaries are the commands built, by package.
+	binaries = map[string]string{}
+)
+
+// built returns the executable of pkg, a command of this module
+// ("cmd/kubectl-widgethub"), built with go build into suiteDir the first time.
+func built(t *testing.T, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if path, ok := binaries[pkg]; ok {
+		return path
+	}
+	path := filepath.Join(suiteDir, "bin", filepath.Base(pkg))
+	if out, err := exec.Command("go", "build", "-o", path, "github.com/widgethub/widgethub/"+pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	binaries[pkg] = path
+	return path
 }
 
 // result is what one plugin invocation printed and returned.
