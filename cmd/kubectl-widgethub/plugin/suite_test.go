@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
@@ -34,7 +35,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	opts := fleet.Options{Members: []string{"alpha", "beta"}, Scheme: clusters.NewScheme(), MemberCRDs: []string{}}
+	// The hub's clients know ClusterProfiles too (profile_test.go).
+	scheme := clusters.NewScheme()
+	if err := inventoryv1alpha1.AddToScheme(scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	opts := fleet.Options{Members: []string{"alpha", "beta"}, Scheme: scheme, MemberCRDs: []string{}}
 	os.Exit(fleet.RunTests(m, opts, setUpSuite))
 }
 
