@@ -168,9 +168,7 @@ func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, err
 		return nil, err
 	}
 	if existing != nil && existing.Labels[registration.SecretLabel] != "true" {
-		return nil, withCode(ExitConflict, "hub: Secret %s/%s exists and is not a widgethub registration (no label %s=true): "+
-			"join replaces only registrations, with --overwrite too; delete or rename that Secret, or choose another NAME",
-			o.registrationNamespace, name, registration.SecretLabel)
+		return nil, notARegistration(existing, "join replaces only registrations, with --overwrite too; delete or rename that Secret, or choose another NAME")
 	}
 	if existing != nil && !o.overwrite {
 		return nil, withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",
@@ -331,6 +329,14 @@ func (o *joinOptions) registration(ctx context.Context, hub *cluster, name strin
 		return nil, fmt.Errorf("hub: get Secret %s/%s: %w", o.registrationNamespace, name, err)
 	}
 	return secret, nil
+}
+
+// notARegistration is the ExitConflict error of join and unjoin about the
+// hub's Secret s, which is not a registration: they leave it alone; what
+// says what to do.
+func notARegistration(s *corev1.Secret, what string) error {
+	return withCode(ExitConflict, "hub: Secret %s/%s exists and is not a widgethub registration (no label %s=true): %s",
+		s.Namespace, s.Name, registration.SecretLabel, what)
 }
 
 // register creates the registration Secret, or replaces the kubeconfig of

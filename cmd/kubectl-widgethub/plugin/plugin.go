@@ -96,7 +96,8 @@ reaches it with a ServiceAccount token that can do only what widgethub needs.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 kubeconfig or context problem,
 4 cluster unreachable, 5 already registered, 6 no such registration,
-7 objects in the member that join did not create (see join --adopt).`,
+7 conflict: objects in the member that join did not create (see join --adopt),
+or a hub Secret NAME that is not a registration.`,
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl widgethub"},
 		SilenceErrors:     true,
 		SilenceUsage:      true,

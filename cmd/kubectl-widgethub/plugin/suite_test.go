@@ -111,6 +111,24 @@ func run(t *testing.T, args ...string) result {
 	return r
 }
 
+// runBuilt runs the built kubectl-widgethub against the suite's hub, as
+// kubectl runs it: its exit code is the one main passes to os.Exit.
+func runBuilt(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args = append([]string{"--kubeconfig", kubeconfigs.All, "--context", "hub"}, args...)
+	cmd := exec.Command(built(t, "cmd/kubectl-widgethub"), args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	var exit *exec.ExitError
+	if err := cmd.Run(); err != nil && !errors.As(err, &exit) {
+		t.Fatalf("kubectl-widgethub %s: %v", strings.Join(args, " "), err)
+	}
+	r := result{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+	t.Logf("kubectl-widgethub %s (%s)\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), r)
+	return r
+}
+
 // mustRun runs the plugin and fails the test unless it exits 0.
 func mustRun(t *testing.T, args ...string) result {
 	t.Helper()
