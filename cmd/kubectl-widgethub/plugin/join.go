@@ -111,6 +111,9 @@ func (o *joinOptions) run(ctx context.Context, name string) error {
 		if rerr := revokeToken(ctx, j.member, j.tokenSecret, o.stdout); rerr != nil {
 			return fmt.Errorf("%w (and revoking the new token failed: %v)", err, rerr)
 		}
+		if j.existing == nil {
+			return fmt.Errorf("%w; the new token is revoked, and what join installed in the member stays (unjoin %s --cleanup removes it)", err, j.name)
+		}
 		return err
 	}
 	if err := o.revokeReplaced(ctx, j); err != nil {
@@ -419,7 +422,8 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 	return retry(ctx, "the admission policy "+MemberAdmissionPolicy+" to refuse the token a Deployment in kube-system", func() (bool, error) {
 		switch err := c.Create(ctx, fenceProbe(), client.DryRunAll); {
 		case err == nil:
-			return false, nil // not enforced yet
+			// Not enforced yet, or never: said if it stays so.
+			return false, transientError{errPolicyNotEnforced}
 		case isPolicyDenial(err):
 			return true, nil
 		default:
@@ -427,6 +431,12 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 		}
 	})
 }
+
+// errPolicyNotEnforced is why join fails on a member that serves
+// ValidatingAdmissionPolicies and does not enforce them: the hub's token
+// would not be fenced.
+var errPolicyNotEnforced = errors.New("the member admitted a dry run of that Deployment: it serves ValidatingAdmissionPolicy but does not enforce it " +
+	"(does its API server run without the ValidatingAdmissionPolicy admission plugin?), so the hub's token would not be fenced")
 
 // retry calls try until it is done, fails or 20 seconds pass. try returns
 // (done, nil), or a transient error that is retried, or a permanent one.
