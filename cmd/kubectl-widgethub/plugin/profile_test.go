@@ -199,6 +199,13 @@ func TestWidgetsOfClusterProfileMembers(t *testing.T) {
 		}
 	}
 
+	// The credential plugin fails: here it has no token for beta.
+	r = run(t, "widgets", "-A", "--cluster", "beta", "--clusterprofile-provider-file", writeProviderFile(t, accessProviderName, t.TempDir(), nil))
+	if want := `error: cluster "beta": ClusterProfile widgethub-system/beta: the credential plugin failed: getting credentials: exec: executable ` +
+		built(t, "cmd/widgethub-credential") + " failed with exit code 1"; r.code != 3 || !strings.Contains(r.stderr, want) {
+		t.Errorf("widgets with a failing credential plugin: want exit 3 and %q, got %s", want, r)
+	}
+
 	// A file the hub refuses is refused before any request.
 	appending := writeProviderFile(t, accessProviderName, tokens, map[string]any{"profileSourcedCLIArgsPolicy": "Append"})
 	r = run(t, "widgets", "-A", "--clusterprofile-provider-file", appending, "--kubeconfig", filepath.Join(t.TempDir(), "absent"))
