@@ -4,85 +4,53 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
+	"github.com/widgethub/widgethub/internal/fleet"
 )
 
 // accessProviderName is the access provider of the tests' provider files.
 const accessProviderName = "widgethub-tokens"
 
-var (
-	profileCRDOnce sync.Once
-	profileCRDErr  error
-)
-
-// installProfileCRD installs cluster-inventory-api's ClusterProfile CRD (from
-// the module cache) on the hub, once: the hub serves ClusterProfiles from
-// then on.
-func installProfileCRD(t *testing.T) {
-	t.Helper()
-	profileCRDOnce.Do(func() {
-		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api").Output()
-		if err != nil {
-			profileCRDErr = err
-			return
-		}
-		crd := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml")
-		_, profileCRDErr = envtest.InstallCRDs(testFleet.Hub.Config, envtest.CRDInstallOptions{Paths: []string{crd}, ErrorIfPathMissing: true})
-	})
-	if profileCRDErr != nil {
-		t.Fatalf("install the ClusterProfile CRD: %v", profileCRDErr)
-	}
-}
-
-// createProfile creates the ClusterProfile name on the hub with one access
-// provider, accessProviderName, for cluster; it is deleted when t ends.
-func createProfile(t *testing.T, name string, cluster clientcmdv1.Cluster) {
+// createProfile creates the ClusterProfile name on the hub, as a fleet
+// manager publishes it, with one access provider; it is deleted when t ends.
+func createProfile(t *testing.T, name string, provider inventoryv1alpha1.AccessProvider) {
 	t.Helper()
 	ctx := context.Background()
-	p := &inventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: name},
-		Spec: inventoryv1alpha1.ClusterProfileSpec{DisplayName: name, ClusterManager: inventoryv1alpha1.ClusterManager{Name: "plugin-test"}}}
-	if err := testFleet.Hub.Client.Create(ctx, p); err != nil {
+	if err := fleet.CreateClusterProfile(ctx, testFleet.Hub.Client, hubNS, name, provider); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, p) })
-	p.Status = inventoryv1alpha1.ClusterProfileStatus{Conditions: []metav1.Condition{},
-		AccessProviders: []inventoryv1alpha1.AccessProvider{{Name: accessProviderName, Cluster: cluster}}}
-	if err := testFleet.Hub.Client.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() {
+		p := &inventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: name}}
+		_ = testFleet.Hub.Client.Delete(ctx, p)
+	})
 }
 
-// writeProviderFile writes an administrator's access provider file whose
-// provider name runs the built widgethub-credential with tokens, its token
-// directory; extra fields are added to the provider.
-func writeProviderFile(t *testing.T, name, tokens string, extra map[string]any) string {
+// editProviderFile writes a copy of a's provider file with its one provider
+// edited.
+func editProviderFile(t *testing.T, a *fleet.AccessProvider, edit func(provider map[string]any)) string {
 	t.Helper()
-	provider := map[string]any{"name": name, "execConfig": map[string]any{
-		"apiVersion":         "client.authentication.k8s.io/v1",
-		"command":            built(t, "cmd/widgethub-credential"),
-		"args":               []string{"--token-dir=" + tokens},
-		"provideClusterInfo": true,
-	}}
-	for k, v := range extra {
-		provider[k] = v
-	}
-	data, err := json.Marshal(map[string]any{"providers": []any{provider}})
+	data, err := os.ReadFile(a.File)
 	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Providers []map[string]any `json:"providers"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil || len(file.Providers) != 1 {
+		t.Fatalf("provider file %s: %v", a.File, err)
+	}
+	edit(file.Providers[0])
+	if data, err = json.Marshal(file); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "providers.json")
@@ -99,7 +67,6 @@ func writeProviderFile(t *testing.T, name, tokens string, extra map[string]any) 
 // ClusterProfile, its token into the administrator's token directory.
 func TestWidgetsOfClusterProfileMembers(t *testing.T) {
 	ctx := context.Background()
-	installProfileCRD(t)
 	joinAlphaAndBeta(t)
 	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
 	createWidget(t, alpha, "shop", "cart", 1, true)
@@ -118,32 +85,20 @@ func TestWidgetsOfClusterProfileMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := cfg.REST.BearerToken
-	tokens := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(tokens, "beta"), 0o700); err != nil {
+	access, err := fleet.NewAccessProvider(t.TempDir(), accessProviderName)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for file, content := range map[string]string{"token": token, "server": beta.Config.Host} {
-		if err := os.WriteFile(filepath.Join(tokens, "beta", file), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if err := access.Grant("beta", beta.Config.Host, token); err != nil {
+		t.Fatal(err)
 	}
 	if err := testFleet.Hub.Client.Delete(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	// What a fleet manager publishes for beta: its server and CA, and the
-	// exec extension naming the member for widgethub-credential.
-	betaCluster := func(edit func(*clientcmdv1.Cluster)) clientcmdv1.Cluster {
-		c := clientcmdv1.Cluster{Server: beta.Config.Host, CertificateAuthorityData: beta.Config.CAData,
-			Extensions: []clientcmdv1.NamedExtension{{Name: "client.authentication.k8s.io/exec", Extension: runtime.RawExtension{Raw: []byte(`{"member":"beta"}`)}}}}
-		if edit != nil {
-			edit(&c)
-		}
-		return c
-	}
-	createProfile(t, "beta", betaCluster(nil))
+	createProfile(t, "beta", access.Entry("beta", beta))
 	// A profile named like a registration Secret: the member is the Secret's.
-	createProfile(t, "alpha", betaCluster(nil))
-	file := writeProviderFile(t, accessProviderName, tokens, nil)
+	createProfile(t, "alpha", access.Entry("beta", beta))
+	file := access.File
 
 	noToken := func(what string, r result) {
 		t.Helper()
@@ -182,8 +137,10 @@ func TestWidgetsOfClusterProfileMembers(t *testing.T) {
 
 	// The hub's checks, with the file: a profile the hub refuses, and one
 	// naming only a provider the file lacks.
-	createProfile(t, "beta-insecure", betaCluster(func(c *clientcmdv1.Cluster) { c.CertificateAuthorityData, c.InsecureSkipTLSVerify = nil, true }))
-	other := writeProviderFile(t, "other-tokens", tokens, nil)
+	insecure := access.Entry("beta", beta)
+	insecure.Cluster.CertificateAuthorityData, insecure.Cluster.InsecureSkipTLSVerify = nil, true
+	createProfile(t, "beta-insecure", insecure)
+	other := editProviderFile(t, access, func(p map[string]any) { p["name"] = "other-tokens" })
 	for _, tc := range []struct {
 		file, cluster, want string
 	}{
@@ -200,14 +157,17 @@ func TestWidgetsOfClusterProfileMembers(t *testing.T) {
 	}
 
 	// The credential plugin fails: here it has no token for beta.
-	r = run(t, "widgets", "-A", "--cluster", "beta", "--clusterprofile-provider-file", writeProviderFile(t, accessProviderName, t.TempDir(), nil))
+	noTokens := editProviderFile(t, access, func(p map[string]any) {
+		p["execConfig"].(map[string]any)["args"] = []string{"--token-dir=" + t.TempDir()}
+	})
+	r = run(t, "widgets", "-A", "--cluster", "beta", "--clusterprofile-provider-file", noTokens)
 	if want := `error: cluster "beta": ClusterProfile widgethub-system/beta: the credential plugin failed: getting credentials: exec: executable ` +
-		built(t, "cmd/widgethub-credential") + " failed with exit code 1"; r.code != 3 || !strings.Contains(r.stderr, want) {
+		filepath.Join(filepath.Dir(access.File), "widgethub-credential") + " failed with exit code 1"; r.code != 3 || !strings.Contains(r.stderr, want) {
 		t.Errorf("widgets with a failing credential plugin: want exit 3 and %q, got %s", want, r)
 	}
 
 	// A file the hub refuses is refused before any request.
-	appending := writeProviderFile(t, accessProviderName, tokens, map[string]any{"profileSourcedCLIArgsPolicy": "Append"})
+	appending := editProviderFile(t, access, func(p map[string]any) { p["profileSourcedCLIArgsPolicy"] = "Append" })
 	r = run(t, "widgets", "-A", "--clusterprofile-provider-file", appending, "--kubeconfig", filepath.Join(t.TempDir(), "absent"))
 	if r.code != 3 || !strings.Contains(r.stderr, `profileSourcedCLIArgsPolicy "Append" would let a ClusterProfile add arguments to its command`) {
 		t.Errorf("widgets with a provider file allowing profile arguments: want exit 3 and the policy named, got %s", r)

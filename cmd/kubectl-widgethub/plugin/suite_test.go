@@ -46,7 +46,8 @@ func TestMain(m *testing.M) {
 }
 
 // setUpSuite writes the fleet's kubeconfig files and the hub's registration
-// namespace; the files go when the tests end.
+// namespace, and makes the hub serve ClusterProfiles; the files go when the
+// tests end.
 func setUpSuite(f *fleet.Fleet) (tearDown func() error, err error) {
 	testFleet = f
 	dir, err := os.MkdirTemp("", "widgethub-plugin-test-")
@@ -58,6 +59,9 @@ func setUpSuite(f *fleet.Fleet) (tearDown func() error, err error) {
 	if kubeconfigs, err = f.WriteKubeconfigs(dir); err == nil {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}
 		err = f.Hub.Client.Create(context.Background(), ns)
+	}
+	if err == nil {
+		err = f.Hub.InstallClusterProfileCRD()
 	}
 	if err != nil {
 		return nil, errors.Join(err, tearDown())
