@@ -43,7 +43,8 @@ func unownedObjects(ctx context.Context, c client.Client) ([]string, error) {
 		switch {
 		case apierrors.IsNotFound(err):
 		case meta.IsNoMatchError(err):
-			return nil, fmt.Errorf("the member does not serve %s (ValidatingAdmissionPolicy is GA in Kubernetes 1.30): join needs it to fence the hub's identity: %w",
+			return nil, fmt.Errorf("the member does not serve %s, which join installs to fence the hub's identity "+
+				"(ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1, Kubernetes 1.30 and later, served and enforced); join wrote nothing: %w",
 				what, err)
 		case err != nil:
 			return nil, fmt.Errorf("get %s: %w", what, err)

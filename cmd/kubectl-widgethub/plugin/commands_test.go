@@ -140,25 +140,14 @@ func TestWidgetsRefusesUnsafeRegistrations(t *testing.T) {
 }
 
 func TestClustersShowsMemberClusterStatus(t *testing.T) {
-	ctx := context.Background()
 	unjoinCleanup(t, "alpha", "alpha")
 	unjoinCleanup(t, "beta", "beta")
 	alphaJoin := join(t, "alpha", "alpha", "--token-ttl", "2h")
 	betaJoin := join(t, "beta", "beta", "--server", "https://beta.example:6443")
 
-	// The hub's manager is not running here: write alpha's status as it would.
-	mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "alpha"}}
-	if err := testFleet.Hub.Client.Create(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, mc) })
-	mc.Status = v1alpha1.MemberClusterStatus{
-		Conditions:        []metav1.Condition{{Type: v1alpha1.MemberReady, Status: metav1.ConditionTrue, Reason: v1alpha1.MemberEngagedReason, LastTransitionTime: metav1.Now()}},
-		KubernetesVersion: "v1.36.3", Widgets: 4, LastProbeTime: ptr.To(metav1.Now()), ServedBy: "widgethub-7d4f9-x2k8p",
-	}
-	if err := testFleet.Hub.Client.Status().Update(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
+	status := engaged(4)
+	status.ServedBy = "widgethub-7d4f9-x2k8p"
+	createMemberCluster(t, &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "alpha"}, Status: status})
 
 	r := mustRun(t, "clusters")
 	got := rows(r.stdout)

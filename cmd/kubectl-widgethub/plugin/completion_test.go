@@ -53,25 +53,19 @@ func TestCompletionScripts(t *testing.T) {
 	}
 }
 
-// pluginOnPath returns a directory holding this test binary as
-// kubectl-widgethub (TestMain runs the plugin when asPluginEnv is set), and
+// pluginOnPath returns a directory holding the built kubectl-widgethub, and
 // the environment that puts it first on PATH.
 func pluginOnPath(t *testing.T) (dir string, env []string) {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir = t.TempDir()
-	if err := os.Symlink(self, filepath.Join(dir, "kubectl-widgethub")); err != nil {
+	if err := os.Symlink(built(t, "cmd/kubectl-widgethub"), filepath.Join(dir, "kubectl-widgethub")); err != nil {
 		t.Fatal(err)
 	}
-	return dir, append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), asPluginEnv+"=1")
+	return dir, append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
-// TestBashCompletesTheSubcommands sources the bash script in bash, with this
-// test binary as kubectl-widgethub on PATH (TestMain runs the plugin when
-// asPluginEnv is set), and completes the way bash does on <TAB>.
+// TestBashCompletesTheSubcommands sources the bash script in bash, with the
+// built kubectl-widgethub on PATH, and completes the way bash does on <TAB>.
 func TestBashCompletesTheSubcommands(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {

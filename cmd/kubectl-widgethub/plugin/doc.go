@@ -13,14 +13,29 @@
 //     the token is bound to), deletes the registration Secret and, with
 //     --cleanup, what join created in the member (the CRD and the Widgets
 //     stay) once no other registration uses it (cleanup.go).
-//   - clusters lists the registrations with the hub's MemberCluster status
-//     and when each token expires.
-//   - widgets lists the Widgets of every member, reading each member through
-//     its registration kubeconfig, in one table with a CLUSTER column.
+//   - clusters lists the registrations (Secrets, and the ClusterProfiles the
+//     hub's MemberClusters name) with the hub's MemberCluster status and when
+//     each token expires.
+//   - widgets lists the Widgets of every member in one table with a CLUSTER
+//     column, reading each member as the hub does: through its registration
+//     kubeconfig, or for a ClusterProfile's member through the exec plugin of
+//     the hub's access provider file (--clusterprofile-provider-file,
+//     clusters.ProfileConfig; profile.go); without that file such a member
+//     is reported, not read.
+//   - clusters and widgets print a table, -o wide with more columns, or -o
+//     json|yaml a kubectl List (output.go): the MemberClusters, or the
+//     Widgets each with a field "cluster" naming its member, which the
+//     Widget API does not have. Whatever the format, text the plugin did not
+//     choose is printable and bounded (a cell 253 bytes, a List string 4 KiB,
+//     an error 4 KiB).
 //   - completion bash|zsh|fish prints cobra's completion script for the
 //     kubectl-widgethub executable (completion.go).
 //
-// Run is the whole program; cmd/kubectl-widgethub only calls it, so tests and
-// the demo drive the same code in-process. Errors carry an exit code (see the
-// Exit constants) and never contain tokens or kubeconfig content.
+// Run is the whole program; cmd/kubectl-widgethub only calls it and exits
+// with its code, so tests and the demo drive the same code in-process (the
+// exit codes are tested on the built binary too). Errors carry an exit code
+// (see the Exit constants, and docs/plugin.md) and never contain tokens or
+// kubeconfig content. The plugin links no part of the hub's engine
+// (hack/verify-plugin-deps.sh): it shares with the hub the registration
+// contract, the API types, the member manifests and package clusters.
 package plugin

@@ -23,7 +23,8 @@ const (
 	ExitNotFound = 6
 	// ExitConflict: objects join would install exist in the member and join
 	// did not create them (pass --adopt to take them over), or the hub's Secret
-	// NAME is not a registration (join never replaces it).
+	// NAME is not a registration (join never replaces it, unjoin never
+	// deletes it).
 	ExitConflict = 7
 )
 

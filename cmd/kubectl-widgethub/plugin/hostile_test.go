@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/widgethub/widgethub/api/registration"
@@ -35,28 +34,30 @@ func expectNothingVerbatim(t *testing.T, what, out string) {
 // write it, may leave it: what the plugin prints of it is escaped.
 func TestClustersPrintsNoMemberTextVerbatim(t *testing.T) {
 	ctx := context.Background()
-	mc := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "hostile-status",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "multicluster.x-k8s.io/v1alpha1", Kind: "ClusterProfile",
-			Name: "hostile-status", UID: types.UID("5f1c7c9e-0000-4000-8000-000000000002"), Controller: ptr.To(true)}}}}
-	if err := testFleet.Hub.Client.Create(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, mc) })
-
+	status := engaged(3)
+	status.KubernetesVersion, status.ServedBy = "v1.36.3"+hostileText, "replica\tspoofed\n"+hostileText
+	// As long a message as a Condition may hold.
+	status.Conditions[0].Message = strings.Repeat(hostileText, 32<<10/len(hostileText))
+	mc := profileMemberCluster("hostile-status", status)
+	createMemberCluster(t, mc)
 	// The CRD bounds the version: a member's whole answer cannot land there.
-	mc.Status.KubernetesVersion = strings.Repeat("v", v1alpha1.MaxVersionLength+1)
-	if err := testFleet.Hub.Client.Status().Update(ctx, mc); !apierrors.IsInvalid(err) {
+	invalid := mc.DeepCopy()
+	invalid.Status.KubernetesVersion = strings.Repeat("v", v1alpha1.MaxVersionLength+1)
+	if err := testFleet.Hub.Client.Status().Update(ctx, invalid); !apierrors.IsInvalid(err) {
 		t.Fatalf("a kubernetesVersion of %d bytes: %v, want it refused as invalid", v1alpha1.MaxVersionLength+1, err)
 	}
-	mc.Status = v1alpha1.MemberClusterStatus{
-		Conditions:        []metav1.Condition{{Type: v1alpha1.MemberReady, Status: metav1.ConditionTrue, Reason: v1alpha1.MemberEngagedReason, LastTransitionTime: metav1.Now()}},
-		KubernetesVersion: "v1.36.3" + hostileText, Widgets: 3, LastProbeTime: ptr.To(metav1.Now()),
-		ServedBy: "replica\tspoofed\n" + hostileText,
-	}
-	if err := testFleet.Hub.Client.Status().Update(ctx, mc); err != nil {
-		t.Fatal(err)
-	}
 
+	for _, format := range []string{"wide", "json", "yaml"} {
+		r := mustRun(t, "clusters", "-o", format)
+		expectNothingVerbatim(t, "clusters -o "+format, r.stdout+r.stderr)
+		if !strings.Contains(r.stdout, "hostile-status") {
+			t.Errorf("clusters -o %s does not show the hostile MemberCluster:\n%s", format, r.stdout)
+		}
+		// Of the 32 KiB message, a cell shows 253 bytes and a List 4 KiB.
+		if len(r.stdout) > 8<<10 {
+			t.Errorf("clusters -o %s printed %d bytes, want the member's message bounded", format, len(r.stdout))
+		}
+	}
 	r := mustRun(t, "clusters")
 	expectNothingVerbatim(t, "clusters", r.stdout+r.stderr)
 	for _, cells := range rows(r.stdout) {
@@ -79,9 +80,10 @@ func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
 	alpha := testFleet.Member("alpha")
 	widgets := v1alpha1.WidgetList{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "WidgetList"},
 		Items: []v1alpha1.Widget{{
-			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Widget"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: "shop" + hostileText, Name: "cart\n" + hostileText, CreationTimestamp: metav1.Now()},
-			Spec:       v1alpha1.WidgetSpec{Replicas: ptr.To[int32](1)},
+			TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Widget"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop" + hostileText, Name: "cart\n" + hostileText, CreationTimestamp: metav1.Now(),
+				Annotations: map[string]string{"note" + hostileText: strings.Repeat(hostileText, 64<<10/len(hostileText))}},
+			Spec: v1alpha1.WidgetSpec{Replicas: ptr.To[int32](1)},
 			Status: v1alpha1.WidgetStatus{Conditions: []metav1.Condition{{Type: v1alpha1.WidgetReady,
 				Status: metav1.ConditionStatus("True" + hostileText), Reason: v1alpha1.WidgetAvailableReason}}},
 		}}}
@@ -129,6 +131,17 @@ func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
 	}
 	if len(r.stderr) > 8<<10 {
 		t.Errorf("widgets -A printed %d bytes on stderr for one member's error, want them bounded", len(r.stderr))
+	}
+	for _, format := range []string{"wide", "json", "yaml"} {
+		r := run(t, "widgets", "-A", "-o", format)
+		expectNothingVerbatim(t, "widgets -o "+format, r.stdout+r.stderr)
+		if !strings.Contains(r.stdout, "hostile-names") {
+			t.Errorf("widgets -A -o %s does not show the hostile member's Widget:\n%s", format, r.stdout)
+		}
+		// Of the 64 KiB annotation, a List shows 4 KiB.
+		if len(r.stdout) > 16<<10 || len(r.stderr) > 8<<10 {
+			t.Errorf("widgets -A -o %s printed %d bytes on stdout and %d on stderr, want the member's text bounded", format, len(r.stdout), len(r.stderr))
+		}
 	}
 }
 

@@ -111,6 +111,9 @@ func (o *joinOptions) run(ctx context.Context, name string) error {
 		if rerr := revokeToken(ctx, j.member, j.tokenSecret, o.stdout); rerr != nil {
 			return fmt.Errorf("%w (and revoking the new token failed: %v)", err, rerr)
 		}
+		if j.existing == nil {
+			return fmt.Errorf("%w; the new token is revoked, and what join installed in the member stays (unjoin %s --cleanup removes it)", err, j.name)
+		}
 		return err
 	}
 	if err := o.revokeReplaced(ctx, j); err != nil {
@@ -168,9 +171,7 @@ func (o *joinOptions) preflight(ctx context.Context, name string) (*joining, err
 		return nil, err
 	}
 	if existing != nil && existing.Labels[registration.SecretLabel] != "true" {
-		return nil, withCode(ExitConflict, "hub: Secret %s/%s exists and is not a widgethub registration (no label %s=true): "+
-			"join replaces only registrations, with --overwrite too; delete or rename that Secret, or choose another NAME",
-			o.registrationNamespace, name, registration.SecretLabel)
+		return nil, notARegistration(existing, "join replaces only registrations, with --overwrite too; delete or rename that Secret, or choose another NAME")
 	}
 	if existing != nil && !o.overwrite {
 		return nil, withCode(ExitExists, "%q is already registered on the hub (Secret %s/%s); pass --overwrite to replace it",
@@ -333,6 +334,14 @@ func (o *joinOptions) registration(ctx context.Context, hub *cluster, name strin
 	return secret, nil
 }
 
+// notARegistration is the ExitConflict error of join and unjoin about the
+// hub's Secret s, which is not a registration: they leave it alone; what
+// says what to do.
+func notARegistration(s *corev1.Secret, what string) error {
+	return withCode(ExitConflict, "hub: Secret %s/%s exists and is not a widgethub registration (no label %s=true): %s",
+		s.Namespace, s.Name, registration.SecretLabel, what)
+}
+
 // register creates the registration Secret, or replaces the kubeconfig of
 // the existing one; either names the new token's Secret in an annotation.
 func (o *joinOptions) register(ctx context.Context, j *joining, doc []byte) error {
@@ -413,7 +422,8 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 	return retry(ctx, "the admission policy "+MemberAdmissionPolicy+" to refuse the token a Deployment in kube-system", func() (bool, error) {
 		switch err := c.Create(ctx, fenceProbe(), client.DryRunAll); {
 		case err == nil:
-			return false, nil // not enforced yet
+			// Not enforced yet, or never: said if it stays so.
+			return false, transientError{errPolicyNotEnforced}
 		case isPolicyDenial(err):
 			return true, nil
 		default:
@@ -421,6 +431,12 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 		}
 	})
 }
+
+// errPolicyNotEnforced is why join fails on a member that serves
+// ValidatingAdmissionPolicies and does not enforce them: the hub's token
+// would not be fenced.
+var errPolicyNotEnforced = errors.New("the member admitted a dry run of that Deployment: it serves ValidatingAdmissionPolicy but does not enforce it " +
+	"(does its API server run without the ValidatingAdmissionPolicy admission plugin?), so the hub's token would not be fenced")
 
 // retry calls try until it is done, fails or 20 seconds pass. try returns
 // (done, nil), or a transient error that is retried, or a permanent one.

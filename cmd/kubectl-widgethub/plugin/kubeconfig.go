@@ -137,6 +137,9 @@ func (c *cluster) ping() error {
 	case apierrors.IsForbidden(err):
 		// The server answered: it is reachable even though /version is closed to this user.
 		return nil
+	case c.config.ExecProvider != nil && strings.Contains(err.Error(), "getting credentials: "):
+		// client-go's exec authenticator failed: its errors have no type.
+		return withCode(ExitKubeconfig, "%s: the credential plugin failed: %s", c.role, describeNetError(err))
 	case errors.Is(err, clusters.ErrRedirectRefused):
 		return withCode(ExitUnreachable, "%s: the API server at %s (context %q) answers with a redirect, which widgethub never follows",
 			c.role, c.config.Host, c.context)

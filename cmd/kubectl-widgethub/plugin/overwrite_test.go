@@ -2,9 +2,6 @@ package plugin_test
 
 import (
 	"context"
-	"errors"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,16 +61,8 @@ func TestOverwriteReplacesOnlyARegistration(t *testing.T) {
 		}
 	}
 
-	dir, env := pluginOnPath(t)
-	cmd := exec.Command(filepath.Join(dir, "kubectl-widgethub"), "--kubeconfig", kubeconfigs.All, "--context", "hub",
-		"join", foreign[0].Name, "--member-context", "alpha", "--overwrite")
-	cmd.Env = env
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("the built plugin: %v\n%s", err, out)
-	}
-	check("kubectl-widgethub join --overwrite", exit.ExitCode(), string(out), foreign[0])
+	r := runBuilt(t, "join", foreign[0].Name, "--member-context", "alpha", "--overwrite")
+	check("kubectl-widgethub join --overwrite", r.code, r.stderr, foreign[0])
 
 	if after := tokenSecretsIn(t, alpha); len(after) != len(tokensBefore) {
 		t.Errorf("join minted tokens in the member although it registered nothing: %v, before %v", after, tokensBefore)

@@ -10,7 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
@@ -24,15 +27,27 @@ const (
 	DefaultRequestTimeout = 15 * time.Second
 )
 
-var scheme = clusters.NewScheme()
+// scheme holds the types of the hub (with ClusterProfiles) and the members.
+var scheme = func() *runtime.Scheme {
+	s := clusters.NewScheme()
+	utilruntime.Must(inventoryv1alpha1.AddToScheme(s))
+	return s
+}()
 
 // globals are the flags every command takes: where the hub is.
 type globals struct {
 	kubeconfig            string
 	context               string
 	registrationNamespace string
-	requestTimeout        time.Duration
-	stdout, stderr        io.Writer
+	// clusterProfileNamespace holds the ClusterProfiles; empty: registrationNamespace.
+	clusterProfileNamespace string
+	requestTimeout          time.Duration
+	stdout, stderr          io.Writer
+}
+
+// profileNamespace is the hub namespace of the ClusterProfiles that register members.
+func (g *globals) profileNamespace() string {
+	return cmp.Or(g.clusterProfileNamespace, g.registrationNamespace)
 }
 
 func (g *globals) hub() target {
@@ -81,7 +96,8 @@ reaches it with a ServiceAccount token that can do only what widgethub needs.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 kubeconfig or context problem,
 4 cluster unreachable, 5 already registered, 6 no such registration,
-7 objects in the member that join did not create (see join --adopt).`,
+7 conflict: objects in the member that join did not create (see join --adopt),
+or a hub Secret NAME that is not a registration.`,
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl widgethub"},
 		SilenceErrors:     true,
 		SilenceUsage:      true,
@@ -96,6 +112,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 kubeconfig or context problem,
 	pf.StringVar(&g.context, "context", "", "Context of the hub in that kubeconfig (default its current context).")
 	pf.StringVar(&g.registrationNamespace, "registration-namespace", registration.DefaultNamespace,
 		"Namespace on the hub that holds the registration Secrets.")
+	pf.StringVar(&g.clusterProfileNamespace, "clusterprofile-namespace", "",
+		"Namespace on the hub that holds the ClusterProfiles registering members, as the hub's flag of that name (default: the registration namespace).")
 	pf.DurationVar(&g.requestTimeout, "request-timeout", DefaultRequestTimeout, "Timeout of each request to a cluster.")
 
 	root.AddCommand(joinCommand(g), unjoinCommand(g), clustersCommand(g), widgetsCommand(g), completionCommand())

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
+	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -312,8 +313,12 @@ func TestNothingPrintedOrStoredHoldsCredentials(t *testing.T) {
 	record := func(r result) { printed.WriteString(r.stdout + r.stderr) }
 	record(join(t, "alpha", "alpha"))
 	createWidget(t, alpha, "shop", "cart", 1, false)
-	record(mustRun(t, "clusters"))
-	record(mustRun(t, "widgets", "-A"))
+	// The hub reports on alpha: clusters prints its MemberCluster too.
+	createMemberCluster(t, &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "alpha"}, Status: engaged(1)})
+	for _, format := range []string{"", "wide", "json", "yaml"} {
+		record(mustRun(t, "clusters", "-o", format))
+		record(mustRun(t, "widgets", "-A", "-o", format))
+	}
 	record(join(t, "alpha", "alpha", "--overwrite"))
 	record(mustRun(t, "clusters"))
 

@@ -117,7 +117,7 @@ func (o *unjoinOptions) registration(ctx context.Context, hub *cluster, name str
 	case err != nil:
 		return nil, fmt.Errorf("hub: get Secret %s: %w", key, err)
 	case secret.Labels[registration.SecretLabel] != "true":
-		return nil, fmt.Errorf("hub: Secret %s is not a registration (no label %s=true); not deleting it", key, registration.SecretLabel)
+		return nil, notARegistration(secret, "unjoin deletes only registrations, and left it and the member as they are")
 	}
 	return secret, nil
 }
