@@ -1,8 +1,11 @@
 // Package clusters turns a member's kubeconfig into a running, health-checkable
 // controller-runtime cluster.
 //
-// RESTConfig parses and validates a kubeconfig: it refuses exec and
-// auth-provider credentials unless allowed (a Secret must never run a program
+// RESTConfig parses and validates a kubeconfig; ProfileConfig (profile.go)
+// builds the config of a ClusterProfile's member through the
+// administrator's access providers (LoadAccessProviders), the same checks
+// applied. RESTConfig refuses exec and auth-provider credentials unless
+// allowed (a Secret must never run a program
 // inside the hub), uses the current context, and sets the member's QPS and
 // burst. New builds a Member from that config with its own HTTP client and
 // dialer. Member.Preflight checks a member before its caches start (version,

@@ -100,7 +100,7 @@ func run(ctx context.Context, opts options) (err error) {
 	if err := d.registerThroughClusterProfile(ctx, access, profileMember); err != nil {
 		return err
 	}
-	if err := d.showReadySamples(ctx); err != nil {
+	if err := d.showReadySamples(ctx, access.file); err != nil {
 		return err
 	}
 	if opts.exitWhenReady {
@@ -174,8 +174,9 @@ func (d *demo) joinMembers(ctx context.Context) error {
 
 // showReadySamples applies the sample Widgets to every member, plays the
 // Deployment controller until they are Ready, and shows the fleet through the
-// plugin and the kubeconfig files to explore it with.
-func (d *demo) showReadySamples(ctx context.Context) error {
+// plugin (which reads the ClusterProfile's member through providerFile, as
+// the hub does) and the kubeconfig files to explore it with.
+func (d *demo) showReadySamples(ctx context.Context, providerFile string) error {
 	samples, err := applySamples(ctx, d.fleet)
 	if err != nil {
 		return err
@@ -191,10 +192,10 @@ func (d *demo) showReadySamples(ctx context.Context) error {
 	if err := d.kubectl(ctx, "clusters"); err != nil {
 		return err
 	}
-	if err := d.kubectl(ctx, "widgets", "-A"); err != nil {
+	if err := d.kubectl(ctx, "widgets", "-A", "--clusterprofile-provider-file", providerFile); err != nil {
 		return err
 	}
-	printTryIt(d.opts.out, d.files)
+	printTryIt(d.opts.out, d.files, providerFile)
 	return nil
 }
 
@@ -359,7 +360,7 @@ func waitMemberClusters(ctx context.Context, f *fleet.Fleet, widgets int32) {
 	}
 }
 
-func printTryIt(out io.Writer, files *fleet.KubeconfigFiles) {
+func printTryIt(out io.Writer, files *fleet.KubeconfigFiles, providerFile string) {
 	fmt.Fprintf(out, `The fleet is yours to explore. Admin kubeconfigs (deleted when the demo ends):
   %s   contexts hub, alpha, beta (current: hub)
 `, files.All)
@@ -371,7 +372,7 @@ func printTryIt(out io.Writer, files *fleet.KubeconfigFiles) {
   kubectl --context alpha get widgets,deployments
   kubectl --context beta scale widget cart --replicas 3
   kubectl -n widgethub-system get secrets,clusterprofiles,memberclusters
-  make build-plugin && PATH=$PWD/bin:$PATH kubectl widgethub widgets -A
+  make build-plugin && PATH=$PWD/bin:$PATH kubectl widgethub widgets -A --clusterprofile-provider-file %s
 
-`, files.All)
+`, files.All, providerFile)
 }

@@ -57,11 +57,8 @@ func TestDemoReachesReadyWidgets(t *testing.T) {
 	}
 	table := out.String()[strings.Index(out.String(), "$ kubectl widgethub widgets -A"):]
 	for _, m := range members {
-		if m == profileMember {
-			// The plugin reads Widgets with a registration Secret's
-			// credentials; a ClusterProfile's are the hub's.
-			continue
-		}
+		// The ClusterProfile's member too: the plugin reads it through the
+		// access provider file, as the hub does.
 		for _, w := range []string{"cart", "checkout"} {
 			if !hasRow(table, map[int]string{0: m, 1: sampleNamespace, 2: w, 5: "True"}) {
 				t.Errorf("widgets -A shows no Ready row for %s/%s in %s", sampleNamespace, w, m)
