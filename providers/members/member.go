@@ -156,11 +156,15 @@ type change struct {
 func (m *member) sync(ctx, memberCtx context.Context, c change) observation {
 	state, conn, was := m.current()
 	same := was.hash == c.hash && was.term == c.term
-	switch {
-	case state == engaged && same:
-		return m.probe(memberCtx, conn)
-	case state == parked && same:
-		return m.probeParked(memberCtx, conn)
+	if same && state != idle {
+		var obs observation
+		if state == engaged {
+			obs = m.probe(memberCtx, conn)
+		} else {
+			obs = m.probeParked(memberCtx, conn)
+		}
+		obs.tokenExpiry = was.cfg.TokenExpiry
+		return obs
 	}
 	cfg, err := c.config()
 	if err != nil {
@@ -422,15 +426,12 @@ func (m *member) probeParked(ctx context.Context, prober connection) observation
 		obs := failed(err)
 		obs.version, obs.widgets, obs.result, obs.err = m.version, unknownWidgets, reconcile.Result{RequeueAfter: opts.ProbeInterval}, nil
 		obs.message = "parked until it passes a probe: " + obs.message
-		obs.tokenExpiry = m.cfg.TokenExpiry
 		return obs
 	}
 	m.log.Info("Parked member passes its probe; engaging it afresh")
 	e := m.engagement
 	m.disengage("member answers again")
-	obs := m.engage(ctx, e)
-	obs.tokenExpiry = e.cfg.TokenExpiry
-	return obs
+	return m.engage(ctx, e)
 }
 
 // disengage ends the member's engagement or parking, if any, at once; it

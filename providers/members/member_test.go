@@ -191,9 +191,18 @@ func (mc *machine) last() *fakeConn {
 	return mc.conns[len(mc.conns)-1]
 }
 
-// config is a member config with token; identity says who it authenticates.
+// config is a member config with token, which expires in a day.
 func config(token string) *clusters.Config {
-	return &clusters.Config{Context: "c", REST: &rest.Config{Host: "https://member:6443", BearerToken: token}}
+	return &clusters.Config{Context: "c", REST: &rest.Config{Host: "https://member:6443", BearerToken: token},
+		TokenExpiry: time.Now().Add(24 * time.Hour).Truncate(time.Second)}
+}
+
+// wantTokenExpiry checks that every observation tells when the token expires.
+func wantTokenExpiry(t *testing.T, obs observation, cfg *clusters.Config) {
+	t.Helper()
+	if !obs.tokenExpiry.Equal(cfg.TokenExpiry) {
+		t.Errorf("observed token expiry %s, want the config's %s", obs.tokenExpiry, cfg.TokenExpiry)
+	}
 }
 
 // sync runs one reconcile's step for the registration of config cfg (its
@@ -228,8 +237,10 @@ func wantObs(t *testing.T, obs observation, ready bool, reason string) {
 // A new member is checked, its caches started and it is engaged, once.
 func TestNewMemberIsEngaged(t *testing.T) {
 	mc := newMachine(t, nil)
-	obs := mc.sync(config("t1"), 0)
+	cfg := config("t1")
+	obs := mc.sync(cfg, 0)
 	wantObs(t, obs, true, v1alpha1.MemberEngagedReason)
+	wantTokenExpiry(t, obs, cfg)
 	mc.wantState(engaged)
 	c := mc.last()
 	if !c.caches || !c.started || len(mc.engaged) != 1 || mc.engaged[0] != connection(c) {
@@ -263,6 +274,7 @@ func TestThreeFailedProbesInARowParkTheMember(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		obs := probe(down)
 		wantObs(t, obs, true, v1alpha1.MemberEngagedReason)
+		wantTokenExpiry(t, obs, cfg)
 		if !strings.Contains(obs.message, "last probe failed") {
 			t.Errorf("failure %d: message %q does not say the last probe failed", i, obs.message)
 		}
@@ -302,6 +314,7 @@ func TestParkedMemberIsEngagedAfreshOnceItAnswers(t *testing.T) {
 	prober.set(func(f *fakeConn) { f.preflight = errors.New("still down") })
 	obs := mc.sync(cfg, 0)
 	wantObs(t, obs, false, v1alpha1.MemberUnreachableReason)
+	wantTokenExpiry(t, obs, cfg)
 	if !strings.HasPrefix(obs.message, "parked until it passes a probe") || obs.result.RequeueAfter != 5*time.Second {
 		t.Errorf("parked probe said %q, next after %s", obs.message, obs.result.RequeueAfter)
 	}
@@ -310,6 +323,7 @@ func TestParkedMemberIsEngagedAfreshOnceItAnswers(t *testing.T) {
 	prober.set(func(f *fakeConn) { f.preflight = nil })
 	obs = mc.sync(cfg, 0)
 	wantObs(t, obs, true, v1alpha1.MemberEngagedReason)
+	wantTokenExpiry(t, obs, cfg)
 	mc.wantState(engaged)
 	fresh := mc.last()
 	if !prober.stopped || fresh == prober || !fresh.caches || !fresh.started || len(mc.engaged) != 2 {
