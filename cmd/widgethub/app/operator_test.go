@@ -416,6 +416,11 @@ func TestDeletedSecretDisengagesTheMember(t *testing.T) {
 	expectUnregistrationsDone(t)
 	register(t, "beta", testFleet.Member("beta"))
 	expectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	// An Event broadcaster, the hub's and each member's, starts with its
+	// first Event and lives as long as its manager or member: a Widget of
+	// beta's reconciled now starts those of the hub and of beta, so that
+	// this test passes alone as it does after others.
+	expectReconcilesPromptly(t, "temporary-witness", 1)
 	// None of the goroutines the member starts may outlive it.
 	before := takeGoroutineSnapshot()
 
