@@ -98,6 +98,17 @@ type Options struct {
 	// ClusterProfileNamespace holds the ClusterProfiles that register
 	// members; empty means RegistrationNamespace.
 	ClusterProfileNamespace string
+
+	// Clocks of the engine that are not flags: zero means the engine's
+	// default. Tests set them short so that they need not wait for minutes.
+	// ProbeRefresh is how stale lastProbeTime gets with nothing else changed.
+	ProbeRefresh time.Duration
+	// MissingKindRetry is the wait before a member without the Widget API
+	// is looked at again.
+	MissingKindRetry time.Duration
+	// MinReengageInterval is the least time between two engagements of a
+	// member whose registration changes.
+	MinReengageInterval time.Duration
 }
 
 // DefaultOptions are the flag defaults.
@@ -238,13 +249,16 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
 		// A member's cache holds only the Deployments widgethub manages, and
 		// of them and its Widgets only what the reconciler reads.
-		CacheByObject:    map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: widget.ManagedDeployments()}},
-		CacheTransform:   widget.CacheTransform,
-		MaxObjects:       opts.MemberMaxObjects,
-		ProbeInterval:    opts.ProbeInterval,
-		ProbeTimeout:     opts.ProbeTimeout,
-		FailureThreshold: opts.ProbeFailureThreshold,
-		Sharding:         shards,
+		CacheByObject:       map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: widget.ManagedDeployments()}},
+		CacheTransform:      widget.CacheTransform,
+		MaxObjects:          opts.MemberMaxObjects,
+		ProbeInterval:       opts.ProbeInterval,
+		ProbeTimeout:        opts.ProbeTimeout,
+		FailureThreshold:    opts.ProbeFailureThreshold,
+		ProbeRefresh:        opts.ProbeRefresh,
+		MissingKindRetry:    opts.MissingKindRetry,
+		MinReengageInterval: opts.MinReengageInterval,
+		Sharding:            shards,
 		Renewal: members.RenewalOptions{Remaining: opts.TokenRenewRemaining, MinInterval: opts.TokenRenewMinInterval,
 			ExpiryWarning: opts.CredentialsExpiryWarning},
 	})
