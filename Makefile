@@ -22,11 +22,10 @@ GO_TEST_FLAGS = -race -count=1 -timeout 20m $(TEST_FLAGS)
 # Runs go test -json: fails when a test named with -want did not run, or when
 # any test skipped while CI=true; prints each package's time (hack/gotest).
 GOTEST := $(BIN)/gotest
-# The hub's fleet tests hold the manager to its promises in seconds (Unreachable
-# within a probe threshold, engagement within 15s, bounded re-engagement), so
-# make test runs them after the other packages, not beside them: the plugins
-# test cross-compiles four binaries and would take the CPUs from them.
-FLEET_TESTS := github.com/widgethub/widgethub/cmd/widgethub/app
+# The scenarios, tests that need real time (a token's expiry with the API
+# server's leeway, replicas as processes, failover, latency compared without
+# the race detector), are in test files tagged `scenarios` (hack/scenarios.sh
+# lists them): make test-scenarios runs them, make test does not build them.
 GOOS ?= linux
 GOARCH ?= $(shell $(GO) env GOARCH)
 # Flags of cmd/widgethub-bench, e.g. BENCH_FLAGS="-flood 2000 -member-qps 500".
@@ -83,21 +82,27 @@ helm: ## Build the Helm CLI from its Go module into the cache (once) and print i
 	@hack/helm.sh
 
 .PHONY: test
-test: lint verify $(GOTEST) ## Run all tests against real API servers built from source.
+test: lint verify $(GOTEST) ## Run every test but the scenarios against real API servers built from source.
 	@case " $(TEST_FLAGS) " in *race*) echo "TEST_FLAGS may add flags, not change -race"; exit 2;; esac
 	@# Built here, not in $$(shell ...), so that a failed build fails the target.
-	@assets=$$(hack/control-plane.sh); helm=$$(hack/helm.sh); \
-	pkgs=$$($(GO) list ./...); pkgs=$$(grep -vx '$(FLEET_TESTS)' <<<"$$pkgs"); \
+	@assets=$$(hack/control-plane.sh); helm=$$(hack/helm.sh); pkgs=$$($(GO) list ./...); \
 	run() { echo "+ $$*"; KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" "$$@"; }; \
 	run $(GOTEST) -- $(GO_TEST_FLAGS) $$pkgs; \
-	: "The hub's fleet tests on their own, once nothing else builds or runs (see FLEET_TESTS)."; \
-	run $(GOTEST) -- $(GO_TEST_FLAGS) $(FLEET_TESTS); \
-	: "The fairness timing test, built only without -race (see cmd/widgethub-bench/fairness_test.go)."; \
-	run $(GOTEST) -want TestQuietMemberIsServedDuringAFlood -- -count=1 ./cmd/widgethub-bench/; \
-	: "The partial failures' latency bounds, asserted without -race and on their own (see expectNoSlower)."; \
-	run $(GOTEST) -want TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes,TestErrorsAndLatencyFromOneMemberDoNotSlowOthers -- -count=1 $(FLEET_TESTS); \
 	: "The shared queue's Go benchmarks, at a few iterations, so that they keep building and running."; \
 	run $(GO) test -count=1 -run '^$$' -bench . -benchtime 100x ./reconcilers/controller/fairqueue/
+
+.PHONY: test-scenarios
+test-scenarios: $(GOTEST) ## Run the scenarios (hack/scenarios.sh), without the race detector, each package's named tests only.
+	@assets=$$(hack/control-plane.sh); helm=$$(hack/helm.sh); scenarios=$$(hack/scenarios.sh); \
+	test -n "$$scenarios" || { echo "hack/scenarios.sh found no scenario"; exit 1; }; \
+	run() { echo "+ $$*"; KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" "$$@"; }; \
+	failed=0; \
+	while read -r pkg tests; do \
+	  run $(GOTEST) -want "$$tests" -- -tags scenarios -count=1 -timeout 20m $(TEST_FLAGS) "$$pkg" || failed=1; \
+	done <<<"$$scenarios"; \
+	: "The partial failures' latency bounds, asserted without -race (see expectNoSlower)."; \
+	run $(GOTEST) -want TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes,TestErrorsAndLatencyFromOneMemberDoNotSlowOthers -- -count=1 ./cmd/widgethub/app/ || failed=1; \
+	exit $$failed
 
 .PHONY: gotest
 gotest: $(GOTEST) ## Build hack/gotest, the go test -json runner that make test uses.

@@ -1,4 +1,4 @@
-//go:build !race
+//go:build scenarios && !race
 
 package main
 
@@ -20,7 +20,8 @@ import (
 
 // The suite's fleet: a hub running the real operator, and members flooded and
 // quiet. Only the fairness test uses it, so, like that test, it is built only
-// without -race; the race run of this package starts no API server.
+// for make test-scenarios (build tag scenarios), without -race: make test
+// runs this package's unit tests and starts no API server.
 var testFleet *fleet.Fleet
 
 func TestMain(m *testing.M) {
