@@ -35,6 +35,8 @@ type ownership interface {
 	// report shows in a member's status who serves it and how its pin is
 	// followed.
 	report(status *v1alpha1.MemberClusterStatus, name string)
+	// served is told how many members this replica serves, at each change.
+	served(n int)
 	// drainTimeout bounds the drain of each member when the provider stops
 	// (zero: members are stopped at once, nobody takes them over meanwhile).
 	drainTimeout() time.Duration
@@ -72,6 +74,7 @@ func (everything) release(context.Context, string, bool) error          { return
 func (everything) cleans(context.Context, string, string) (bool, error) { return true, nil }
 func (everything) drainTimeout() time.Duration                          { return 0 }
 func (everything) stop(context.Context)                                 {}
+func (everything) served(int)                                           {}
 
 func (everything) report(status *v1alpha1.MemberClusterStatus, _ string) {
 	status.ServedBy = ""

@@ -253,7 +253,8 @@ func (p *Provider) setUp(local ctrl.Manager) error {
 		return err
 	}
 	p.ownership = &sharded{shards: shards, leases: local.GetCache(), scheme: p.hub.Scheme(), list: p.listRegistrations,
-		served: p.registry.served, drain: p.opts.DrainTimeout, log: p.log}
+		drain: p.opts.DrainTimeout, log: p.log}
+	p.registry.served = p.ownership.served
 	return nil
 }
 

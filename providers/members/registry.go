@@ -23,6 +23,9 @@ type registry struct {
 	members map[multicluster.ClusterName]*member
 	// closing is set when the provider stops: nothing is served any more.
 	closing bool
+	// served, when set, is told how many members are served after each
+	// change of them.
+	served func(n int)
 }
 
 func newRegistry() *registry {
@@ -30,6 +33,13 @@ func newRegistry() *registry {
 		claims:  map[multicluster.ClusterName]claim{},
 		losers:  map[multicluster.ClusterName]claim{},
 		members: map[multicluster.ClusterName]*member{},
+	}
+}
+
+// changedLocked tells served how many members are served now.
+func (r *registry) changedLocked() {
+	if r.served != nil {
+		r.served(len(r.members))
 	}
 }
 
@@ -142,6 +152,7 @@ func (r *registry) serve(name multicluster.ClusterName, newMember func() *member
 	if !ok {
 		m = newMember()
 		r.members[name] = m
+		r.changedLocked()
 	}
 	return m
 }
@@ -164,20 +175,16 @@ func (r *registry) each() []*member {
 	return all
 }
 
-// served is how many members this replica serves.
-func (r *registry) served() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return len(r.members)
-}
-
 // remove stops serving the member called name and returns it, nil when it
 // was not served.
 func (r *registry) remove(name multicluster.ClusterName) *member {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m := r.members[name]
-	delete(r.members, name)
+	m, ok := r.members[name]
+	if ok {
+		delete(r.members, name)
+		r.changedLocked()
+	}
 	return m
 }
 
@@ -192,5 +199,6 @@ func (r *registry) close() []*member {
 		all = append(all, m)
 	}
 	r.members = map[multicluster.ClusterName]*member{}
+	r.changedLocked()
 	return all
 }

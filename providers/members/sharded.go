@@ -34,8 +34,6 @@ type sharded struct {
 	// list is every registration of every source, each name once (the
 	// registration that keeps a name two sources claim).
 	list func(ctx context.Context) ([]Registration, error)
-	// served counts the members this replica serves.
-	served func() int
 	// drain bounds the drain of a member handed over.
 	drain time.Duration
 	log   logr.Logger
@@ -128,7 +126,6 @@ func (s *sharded) leaseChanged(obj any) {
 // serve hands the member over when another replica owns it (or while this
 // replica does not serve at all), and takes its fence when this one owns it.
 func (s *sharded) serve(ctx context.Context, name string, reg *Registration) (serving, error) {
-	defer s.countServed()
 	owner, err := s.owner(ctx, name, reg)
 	if err != nil {
 		return serving{}, err
@@ -170,7 +167,6 @@ func (s *sharded) ownerReference(obj client.Object) (metav1.OwnerReference, erro
 func (s *sharded) gate(term uint64) func() error { return s.shards.Gate(term) }
 
 func (s *sharded) release(ctx context.Context, name string, gone bool) error {
-	defer s.countServed()
 	if err := s.shards.Release(ctx, name, gone); err != nil {
 		return fmt.Errorf("release the fence of member %q: %w", name, err)
 	}
@@ -242,9 +238,9 @@ func (s *sharded) stop(ctx context.Context) {
 	sharding.MembersOwned.DeleteLabelValues(s.shards.ReplicaID())
 }
 
-// countServed updates widgethub_members_owned.
-func (s *sharded) countServed() {
-	sharding.MembersOwned.WithLabelValues(s.shards.ReplicaID()).Set(float64(s.served()))
+// served updates widgethub_members_owned.
+func (s *sharded) served(n int) {
+	sharding.MembersOwned.WithLabelValues(s.shards.ReplicaID()).Set(float64(n))
 }
 
 // owner is the replica that serves the member called name, registered by
