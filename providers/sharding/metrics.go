@@ -5,9 +5,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// MembersOwned is how many members the replica serves (engaged or parked).
+// MembersOwned is how many members the replica serves (engaged, parked or
+// being engaged).
 var MembersOwned = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "widgethub_members_owned",
-	Help: "Members this hub replica serves (engaged, or parked until they answer), when the hub is sharded."}, []string{"replica"})
+	Help: "Members this hub replica serves (engaged, parked until they answer, or being engaged), when the hub is sharded."}, []string{"replica"})
 
 func init() {
 	metrics.Registry.MustRegister(MembersOwned)
