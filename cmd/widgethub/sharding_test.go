@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -408,31 +407,18 @@ func reconciled(ctx context.Context, replicas int32) error {
 // writes must not overlap another replica's span.
 func checkOneWriterAtATime(t *testing.T, users map[string]string) {
 	t.Helper()
-	byUser := map[string][]fleet.Write{}
-	for _, m := range testFleet.Members {
-		writes, err := m.Writes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range writes {
-			if strings.HasPrefix(w.UserAgent, "widgethub/") {
-				byUser[w.User] = append(byUser[w.User], w)
-			}
-		}
-	}
+	byUser := writesByUser(t)
 	total, handovers := 0, 0
 	for name, user := range users {
 		writes := byUser[user]
 		total += len(writes)
-		sort.Slice(writes, func(i, j int) bool { return writes[i].Received.Before(writes[j].Received) })
 		type span struct {
 			replica     string
 			first, last time.Time
 		}
 		var spans []span
 		for _, w := range writes {
-			replica := strings.TrimPrefix(w.UserAgent, "widgethub/")
-			replica, _, _ = strings.Cut(replica, " ")
+			replica, _ := writer(w)
 			if n := len(spans); n > 0 && spans[n-1].replica == replica {
 				spans[n-1].last = w.Completed
 				continue
@@ -459,12 +445,15 @@ func checkOneWriterAtATime(t *testing.T, users map[string]string) {
 func TestReplicasShareTheFleetAndHandOverFenced(t *testing.T) {
 	ns := hubNamespace(t, "sharding")
 	ensureWidgets(t)
+	refuseTakeoverWidget(t)
 	const registrations = 60
 	users := register(t, ns, registrations)
+	started := time.Now()
 	replicas := []*replica{startReplica(t, ns, "r1"), startReplica(t, ns, "r2"), startReplica(t, ns, "r3")}
 
 	before := settled(t, ns, registrations, replicas, 3*time.Minute)
 	waitFor(t, time.Minute, "every Widget reconciled", func(ctx context.Context) error { return reconciled(ctx, 1) })
+	waitWrittenByOwners(t, ns, slices.Collect(maps.Keys(users)), users, started)
 
 	// SIGKILL: the others take over once r1's heartbeat expires (10s).
 	killed := replicas[0]
@@ -479,6 +468,16 @@ func TestReplicasShareTheFleetAndHandOverFenced(t *testing.T) {
 	if limit := sharding.DefaultLeaseDuration + 5*time.Second; takeover > limit {
 		t.Errorf("r1's members were served again %s after the kill, want within the lease duration + 5s (%s)", takeover, limit)
 	}
+	// Nothing lost: each of r1's registrations is reconciled by its new
+	// owner, as the member's audit log shows with the registration's user.
+	least, greatest := spread(waitWrittenByOwners(t, ns, victims, users, killedAt))
+	t.Logf("SIGKILL: each of r1's %d registrations written to by its new owner %s-%s after the kill",
+		len(victims), least.Round(100*time.Millisecond), greatest.Round(100*time.Millisecond))
+	if limit := sharding.DefaultLeaseDuration + 5*time.Second; greatest > limit {
+		t.Errorf("a registration of r1 was first written to by its new owner %s after the kill, want within the lease duration + 5s (%s)", greatest, limit)
+	}
+	// The change itself may have been written by any replica serving
+	// another registration of the same member.
 	waitFor(t, time.Minute, "the change made during the take-over reconciled", func(ctx context.Context) error { return reconciled(ctx, 2) })
 	t.Logf("the change made during the take-over was reconciled %s after the kill", time.Since(killedAt).Round(100*time.Millisecond))
 	settled(t, ns, registrations, replicas, time.Minute)
