@@ -88,15 +88,24 @@ func startReplicaWith(t *testing.T, namespace, id, kubeconfigPath string, extra 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{Process: proc, id: id, metrics: "http://" + addr + "/metrics"}
+	killAtEnd(t, "replica "+id, proc)
+	return &replica{Process: proc, id: id, metrics: "http://" + addr + "/metrics"}
+}
+
+// killAtEnd kills p, the manager process called name, when t ends. t fails
+// if p's log holds a credential handed to the operator (fleet.HandOver:
+// the members' kubeconfigs, tokens), and shows its last lines if it failed.
+func killAtEnd(t *testing.T, name string, p *fleet.Process) {
 	t.Cleanup(func() {
-		r.Kill()
+		p.Kill()
+		if err := p.LeakedCredentials(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 		if t.Failed() {
-			lines := strings.Split(r.Log(), "\n")
-			t.Logf("last lines of replica %s:\n%s", id, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+			lines := strings.Split(p.Log(), "\n")
+			t.Logf("last lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-60):], "\n"))
 		}
 	})
-	return r
 }
 
 // owned reads widgethub_members_owned from the replica's metrics, -1 when unreadable.
@@ -153,6 +162,7 @@ func memberKubeconfig(t *testing.T, member *fleet.ControlPlane, user string) []b
 	if err != nil {
 		t.Fatal(err)
 	}
+	fleet.HandOverKubeconfig(kc)
 	return kc
 }
 
