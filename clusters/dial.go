@@ -54,14 +54,20 @@ func refuseDestination(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// refuseHost refuses host, a name or an address, when it is or resolves to
-// an address in refusedPrefixes.
+// refuseHost refuses host, a name or an address, when it is or resolves
+// (through the system's resolver) to an address in refusedPrefixes.
 func refuseHost(ctx context.Context, host string) error {
+	return refuseHostVia(ctx, net.DefaultResolver, host)
+}
+
+// refuseHostVia is refuseHost with resolver r: a name refused when any of
+// its addresses is, since the proxy that resolves it again may pick any.
+func refuseHostVia(ctx context.Context, r *net.Resolver, host string) error {
 	addrs := []netip.Addr{}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = append(addrs, ip)
 	} else {
-		resolved, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		resolved, err := r.LookupNetIP(ctx, "ip", host)
 		if err != nil {
 			return nil // not resolvable here: the proxy decides (docs/registration.md)
 		}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 )
 
 // The Widget every scenario works on, one in each member.
@@ -112,8 +116,15 @@ func rotateSecret(t *testing.T, f *fleet) {
 		t.Fatalf("join --overwrite left the registration kubeconfig unchanged")
 	}
 	// kube-apiserver caches a token's authentication for 10 s: past that,
-	// only the new token can write.
+	// only the new token authenticates. The same request with each, from
+	// this host: the new token's 200 shows that the old one's 401 is its own.
 	time.Sleep(time.Until(rotated.Add(15 * time.Second)))
+	if code := tokenStatus(t, m1, after); code != http.StatusOK {
+		t.Errorf("a list of Widgets in %s with the new token: %d, want 200", m1.kind, code)
+	}
+	if code := tokenStatus(t, m1, before); code != http.StatusUnauthorized {
+		t.Errorf("a list of Widgets in %s with the token join --overwrite revoked: %d, want 401", m1.kind, code)
+	}
 	setReplicas(t, m1, f.ns, widget, 2)
 	waitWidget(t, m1, f.ns, widget, 2)
 	waitMember(t, f.hub, "m1", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, engageTimeout)
@@ -200,6 +211,40 @@ func registered(t *testing.T, hub *kube, name string) bool {
 }
 
 // registration is the member's registration Secret on the hub.
+// tokenStatus is the status m's API server answers to a list of Widgets
+// made with the token of the registration reg, reached from this host (the
+// registration names m's address inside the kind network) with no other
+// credential.
+func tokenStatus(t *testing.T, m *kube, reg *corev1.Secret) int {
+	t.Helper()
+	member, err := clusters.RESTConfig(reg.Data["kubeconfig"], clusters.ConfigOptions{})
+	if err != nil || member.REST.BearerToken == "" {
+		t.Fatalf("the token of registration %s: %v", reg.Name, err)
+	}
+	host, err := clientcmd.BuildConfigFromFlags("", m.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(host)
+	cfg.BearerToken = member.REST.BearerToken
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/apis/widgethub.io/v1alpha1/widgets?limit=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("a list of Widgets in %s: %v", m.kind, err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 func registration(t *testing.T, hub *kube, name string) *corev1.Secret {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -58,24 +58,86 @@ func TestPrintableBoundsHostileText(t *testing.T) {
 	}
 }
 
+// TruncateMessage keeps every condition and Event message within 1 KiB
+// (docs/registration.md, docs/member-health.md): a message of 1024 bytes once escaped is kept
+// whole, one byte more is cut between runes or escapes to at most 1021
+// bytes and marked "...", and hostile text comes out escaped.
 func TestTruncateMessage(t *testing.T) {
-	short := "cannot write Deployment: the member answered 500 InternalError"
-	if got := v1alpha1.TruncateMessage(short); got != short {
-		t.Errorf("TruncateMessage(%q) = %q, want it unchanged", short, got)
+	const bound = 1024 // the 1 KiB the docs state, not the constant
+	if v1alpha1.MaxMessageLength != bound {
+		t.Fatalf("MaxMessageLength = %d, want %d", v1alpha1.MaxMessageLength, bound)
 	}
-	long := strings.Repeat("é", v1alpha1.MaxMessageLength) // two bytes each
-	got := v1alpha1.TruncateMessage(long)
-	if len(got) > v1alpha1.MaxMessageLength || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
-		t.Errorf("TruncateMessage(%d bytes) = %d bytes %q..., want at most %d valid bytes ending in ...",
-			len(long), len(got), got[:16], v1alpha1.MaxMessageLength)
-	}
-	if want := strings.Repeat("é", (v1alpha1.MaxMessageLength-3)/2) + "..."; got != want {
-		t.Errorf("TruncateMessage cut at %d bytes, want %d", len(got), len(want))
-	}
-	if got := v1alpha1.TruncateMessage("x509: certificate is valid for \x1b]8;;http://evil\x07here"); strings.ContainsRune(got, 0x1b) {
-		t.Errorf("TruncateMessage kept an ESC: %q", got)
+	a := func(n int) string { return strings.Repeat("a", n) }
+	hostile, hostileWant := hostileMessage(bound)
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{name: "empty", in: "", want: ""},
+		{name: "a short message is kept", in: "cannot write Deployment: the member answered 500 InternalError",
+			want: "cannot write Deployment: the member answered 500 InternalError"},
+		{name: "1024 ASCII bytes are kept", in: a(bound), want: a(bound)},
+		{name: "1025 ASCII bytes are cut to 1021 and marked", in: a(bound + 1), want: a(bound-3) + "..."},
+		{name: "a MiB is cut the same", in: a(1 << 20), want: a(bound-3) + "..."},
+		{name: "a 2-byte rune ending at the bound is kept", in: a(bound-2) + "é", want: a(bound-2) + "é"},
+		{name: "a 3-byte rune ending at the bound is kept", in: a(bound-3) + "東", want: a(bound-3) + "東"},
+		{name: "a 4-byte rune ending at the bound is kept", in: a(bound-4) + "🙂", want: a(bound-4) + "🙂"},
+		{name: "a 3-byte rune across the bound is not split", in: a(bound-1) + "東", want: a(bound-3) + "..."},
+		{name: "a rune across the marker's room is dropped whole", in: a(bound-4) + "東京", want: a(bound-4) + "..."},
+		{name: "2-byte runes cut on a rune boundary", in: strings.Repeat("é", bound), want: strings.Repeat("é", (bound-3)/2) + "..."},
+		{name: "an escape ending at the bound is kept", in: a(bound-4) + "\x1b", want: a(bound-4) + `\x1b`},
+		{name: "an escape across the bound is not split", in: a(bound-3) + "\x1b", want: a(bound-3) + "..."},
+		{name: "an escape across the marker's room is dropped whole", in: a(bound-6) + "\u202e\u202e", want: a(bound-6) + "..."},
+		{name: "a byte that is not UTF-8 across the bound", in: a(bound-1) + "\xc3", want: a(bound-3) + "..."},
+		{name: "newlines of a multi-line error are escaped", in: "line one\nline two\r\n", want: `line one\x0aline two\x0d\x0a`},
+		{name: "a hostile MiB is escaped and cut between escapes", in: hostile, want: hostileWant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := v1alpha1.TruncateMessage(tc.in)
+			if got != tc.want {
+				t.Errorf("TruncateMessage(%d bytes) = %d bytes ...%q, want %d bytes ...%q", len(tc.in), len(got), tail(got), len(tc.want), tail(tc.want))
+			}
+			assertPrintable(t, got, bound)
+		})
 	}
 }
+
+// hostileMessage is a MiB of what a member could put in an error (an OSC 8
+// link, escape sequences, bidi overrides, NUL, bytes that are not UTF-8,
+// zero-width spaces) and what TruncateMessage must make of it within bound:
+// the longest run of whole escapes and runes that leaves room for "...".
+func hostileMessage(bound int) (in, want string) {
+	escaped := map[string]string{"\x1b": `\x1b`, "\x07": `\x07`, "\n": `\x0a`, "\x00": `\x00`, "\xff": `\xff`, "\u202e": `\u202e`, "\u200b": `\u200b`}
+	var b, w strings.Builder
+	full := false
+	add := func(piece string) {
+		units := []string{piece}
+		if _, ok := escaped[piece]; !ok {
+			units = strings.Split(piece, "") // printable ASCII: a unit per byte
+		}
+		for _, u := range units {
+			b.WriteString(u)
+			e, ok := escaped[u]
+			if !ok {
+				e = u
+			}
+			if full = full || w.Len()+len(e) > bound-len("..."); !full {
+				w.WriteString(e)
+			}
+		}
+	}
+	for _, p := range []string{"x509: valid for ", "\x1b", "]8;;http://evil", "\x07"} {
+		add(p)
+	}
+	for b.Len() < 1<<20 {
+		for _, p := range []string{"\x1b", "[2J", "\u202e", "\x00", "\xff", "\u200b", "\n"} {
+			add(p)
+		}
+	}
+	return b.String(), w.String() + "..."
+}
+
+// tail is the end of s, where a cut shows.
+func tail(s string) string { return s[max(0, len(s)-24):] }
 
 // assertPrintable fails unless s is within max bytes, valid UTF-8, and
 // holds only what unicode.IsPrint calls printable.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,13 +40,7 @@ func TestMemberPastItsObjectBoundIsParked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		proc.Kill()
-		if t.Failed() {
-			lines := strings.Split(proc.Log(), "\n")
-			t.Logf("last lines of the manager:\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
-		}
-	})
+	killAtEnd(t, "the manager", proc)
 	waitFor(t, 60*time.Second, "both members engaged", func(ctx context.Context) error {
 		for _, name := range []string{"big", "small"} {
 			if err := memberReason(ctx, ns, name, v1alpha1.MemberEngagedReason); err != nil {

@@ -84,6 +84,7 @@ func TestShardedRenewalByTheServingReplicaOnly(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
+		fleet.HandOver(cfg.REST.BearerToken) // the hub's renewals, besides the joined token
 		return cfg.REST.BearerToken, nil
 	}
 	// waitRenewed waits for a token other than those seen and returns it.

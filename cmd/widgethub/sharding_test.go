@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,15 +88,24 @@ func startReplicaWith(t *testing.T, namespace, id, kubeconfigPath string, extra 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{Process: proc, id: id, metrics: "http://" + addr + "/metrics"}
+	killAtEnd(t, "replica "+id, proc)
+	return &replica{Process: proc, id: id, metrics: "http://" + addr + "/metrics"}
+}
+
+// killAtEnd kills p, the manager process called name, when t ends. t fails
+// if p's log holds a credential handed to the operator (fleet.HandOver:
+// the members' kubeconfigs, tokens), and shows its last lines if it failed.
+func killAtEnd(t *testing.T, name string, p *fleet.Process) {
 	t.Cleanup(func() {
-		r.Kill()
+		p.Kill()
+		if err := p.LeakedCredentials(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 		if t.Failed() {
-			lines := strings.Split(r.Log(), "\n")
-			t.Logf("last lines of replica %s:\n%s", id, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+			lines := strings.Split(p.Log(), "\n")
+			t.Logf("last lines of %s:\n%s", name, strings.Join(lines[max(0, len(lines)-60):], "\n"))
 		}
 	})
-	return r
 }
 
 // owned reads widgethub_members_owned from the replica's metrics, -1 when unreadable.
@@ -154,6 +162,7 @@ func memberKubeconfig(t *testing.T, member *fleet.ControlPlane, user string) []b
 	if err != nil {
 		t.Fatal(err)
 	}
+	fleet.HandOverKubeconfig(kc)
 	return kc
 }
 
@@ -408,31 +417,18 @@ func reconciled(ctx context.Context, replicas int32) error {
 // writes must not overlap another replica's span.
 func checkOneWriterAtATime(t *testing.T, users map[string]string) {
 	t.Helper()
-	byUser := map[string][]fleet.Write{}
-	for _, m := range testFleet.Members {
-		writes, err := m.Writes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range writes {
-			if strings.HasPrefix(w.UserAgent, "widgethub/") {
-				byUser[w.User] = append(byUser[w.User], w)
-			}
-		}
-	}
+	byUser := writesByUser(t)
 	total, handovers := 0, 0
 	for name, user := range users {
 		writes := byUser[user]
 		total += len(writes)
-		sort.Slice(writes, func(i, j int) bool { return writes[i].Received.Before(writes[j].Received) })
 		type span struct {
 			replica     string
 			first, last time.Time
 		}
 		var spans []span
 		for _, w := range writes {
-			replica := strings.TrimPrefix(w.UserAgent, "widgethub/")
-			replica, _, _ = strings.Cut(replica, " ")
+			replica, _ := writer(w)
 			if n := len(spans); n > 0 && spans[n-1].replica == replica {
 				spans[n-1].last = w.Completed
 				continue
@@ -459,12 +455,15 @@ func checkOneWriterAtATime(t *testing.T, users map[string]string) {
 func TestReplicasShareTheFleetAndHandOverFenced(t *testing.T) {
 	ns := hubNamespace(t, "sharding")
 	ensureWidgets(t)
+	refuseTakeoverWidget(t)
 	const registrations = 60
 	users := register(t, ns, registrations)
+	started := time.Now()
 	replicas := []*replica{startReplica(t, ns, "r1"), startReplica(t, ns, "r2"), startReplica(t, ns, "r3")}
 
 	before := settled(t, ns, registrations, replicas, 3*time.Minute)
 	waitFor(t, time.Minute, "every Widget reconciled", func(ctx context.Context) error { return reconciled(ctx, 1) })
+	waitWrittenByOwners(t, ns, slices.Collect(maps.Keys(users)), users, started)
 
 	// SIGKILL: the others take over once r1's heartbeat expires (10s).
 	killed := replicas[0]
@@ -479,6 +478,16 @@ func TestReplicasShareTheFleetAndHandOverFenced(t *testing.T) {
 	if limit := sharding.DefaultLeaseDuration + 5*time.Second; takeover > limit {
 		t.Errorf("r1's members were served again %s after the kill, want within the lease duration + 5s (%s)", takeover, limit)
 	}
+	// Nothing lost: each of r1's registrations is reconciled by its new
+	// owner, as the member's audit log shows with the registration's user.
+	least, greatest := spread(waitWrittenByOwners(t, ns, victims, users, killedAt))
+	t.Logf("SIGKILL: each of r1's %d registrations written to by its new owner %s-%s after the kill",
+		len(victims), least.Round(100*time.Millisecond), greatest.Round(100*time.Millisecond))
+	if limit := sharding.DefaultLeaseDuration + 5*time.Second; greatest > limit {
+		t.Errorf("a registration of r1 was first written to by its new owner %s after the kill, want within the lease duration + 5s (%s)", greatest, limit)
+	}
+	// The change itself may have been written by any replica serving
+	// another registration of the same member.
 	waitFor(t, time.Minute, "the change made during the take-over reconciled", func(ctx context.Context) error { return reconciled(ctx, 2) })
 	t.Logf("the change made during the take-over was reconciled %s after the kill", time.Since(killedAt).Round(100*time.Millisecond))
 	settled(t, ns, registrations, replicas, time.Minute)

@@ -171,6 +171,7 @@ func (cp *ControlPlane) start(scheme *kruntime.Scheme, crds []string) error {
 	if cp.Kubeconfig, err = admin.KubeConfig(); err != nil {
 		return fmt.Errorf("admin kubeconfig for %q: %w", cp.Name, err)
 	}
+	HandOverKubeconfig(cp.Kubeconfig)
 	return nil
 }
 
@@ -221,7 +222,9 @@ func EnsureNamespace(ctx context.Context, c client.Client, name string) error {
 // the fleet of opts, hands it to setUp, runs the tests (m is the package's
 // *testing.M), calls the tearDown setUp returned, if any, and stops the fleet.
 // It prints errors to stderr and returns the exit code for os.Exit: 1 when
-// the fleet does not start, setUp or tearDown fail, else that of the tests.
+// the fleet does not start, setUp or tearDown fail, or the log of a process
+// started by StartProcess held a credential handed over, else that of the
+// tests.
 func RunTests(m interface{ Run() int }, opts Options, setUp func(*Fleet) (tearDown func() error, err error)) int {
 	f, err := Start(opts)
 	if err != nil {
@@ -244,6 +247,10 @@ func RunTests(m interface{ Run() int }, opts Options, setUp func(*Fleet) (tearDo
 			fmt.Fprintln(os.Stderr, "tear down:", err)
 			code = 1
 		}
+	}
+	for _, leak := range processLeaks() {
+		fmt.Fprintln(os.Stderr, "FAIL:", leak)
+		code = 1
 	}
 	return code
 }

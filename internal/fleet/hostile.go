@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -130,21 +131,36 @@ func Redirect(code int, base string) http.Handler {
 	})
 }
 
-// Recorder is a server, on plain HTTP or HTTPS, that counts the requests it
+// Recorder is a server, on plain HTTP or HTTPS, that counts the connections
+// it accepts (a TLS handshake that then fails included), the requests it
 // receives and those that carry an Authorization header, and answers each
 // with 200 and an empty JSON object: where a hostile member would send the
 // hub.
 type Recorder struct {
-	srv              *httptest.Server
-	requests, bearer atomic.Int64
-	mu               sync.Mutex
-	authorizations   []string
+	srv                           *httptest.Server
+	connections, requests, bearer atomic.Int64
+	mu                            sync.Mutex
+	authorizations                []string
 }
 
 // NewRecorder starts a Recorder on a loopback port: on HTTPS with cert when
 // it is not nil (an HTTPProxy's Certificate, for a host the hub trusts as
 // it trusts the member), else on plain HTTP.
 func NewRecorder(cert *tls.Certificate) *Recorder {
+	rec, err := NewRecorderAt("127.0.0.1:0", cert)
+	if err != nil {
+		panic(fmt.Sprintf("fleet: recorder on loopback: %v", err)) // as httptest.NewServer does
+	}
+	return rec
+}
+
+// NewRecorderAt starts a Recorder listening at address (host:port, port 0
+// for any), e.g. an address the hub must never connect to.
+func NewRecorderAt(address string, cert *tls.Certificate) (*Recorder, error) {
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, err
+	}
 	rec := &Recorder{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.requests.Add(1)
@@ -157,15 +173,22 @@ func NewRecorder(cert *tls.Certificate) *Recorder {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte("{}"))
 	})
-	rec.srv = httptest.NewUnstartedServer(h)
+	rec.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			rec.connections.Add(1)
+		}
+	}}}
 	if cert != nil {
 		rec.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
 		rec.srv.StartTLS()
 	} else {
 		rec.srv.Start()
 	}
-	return rec
+	return rec, nil
 }
+
+// Connections is how many connections the Recorder accepted.
+func (r *Recorder) Connections() int64 { return r.connections.Load() }
 
 // URL is the Recorder's address.
 func (r *Recorder) URL() string { return r.srv.URL }

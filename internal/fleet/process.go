@@ -43,10 +43,14 @@ type Process struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	// leaked says which credentials handed over its log holds.
+	leaked error
 }
 
 // StartProcess starts bin with args, its output going to logPath. The
-// process is killed when the calling process dies.
+// process is killed when the calling process dies. When it exits, its log
+// is searched for the credentials handed over (HandOver): see
+// LeakedCredentials.
 func StartProcess(bin, logPath string, args ...string) (*Process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -62,6 +66,7 @@ func StartProcess(bin, logPath string, args ...string) (*Process, error) {
 	go func() {
 		p.waitErr = p.cmd.Wait()
 		_ = logFile.Close()
+		p.leaked = searchLog(logPath)
 		close(p.exited)
 	}()
 	return p, nil
@@ -95,6 +100,10 @@ func (p *Process) Kill() {
 	_ = p.Signal(syscall.SIGKILL)
 	<-p.exited
 }
+
+// LeakedCredentials is an error when the process's log holds credentials
+// handed over (HandOver), saying how many; call it after Exited.
+func (p *Process) LeakedCredentials() error { return p.leaked }
 
 // Log is what the process wrote so far.
 func (p *Process) Log() string {

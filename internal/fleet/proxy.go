@@ -107,7 +107,7 @@ func (p *Proxy) forward(c net.Conn) {
 }
 
 // EditKubeconfig returns kubeconfig with the cluster and user of its current
-// context changed by edit.
+// context changed by edit; its credentials count as handed over (HandOver).
 func EditKubeconfig(kubeconfig []byte, edit func(cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo)) ([]byte, error) {
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
@@ -121,5 +121,9 @@ func EditKubeconfig(kubeconfig []byte, edit func(cluster *clientcmdapi.Cluster, 
 		return nil, fmt.Errorf("kubeconfig's current context %q has no user", cur.Name)
 	}
 	edit(cur.Cluster, cur.User)
-	return clientcmd.Write(*cfg)
+	out, err := clientcmd.Write(*cfg)
+	if err == nil {
+		HandOverKubeconfig(out) // what edit put in, a token say
+	}
+	return out, err
 }

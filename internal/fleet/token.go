@@ -72,7 +72,9 @@ func (cp *ControlPlane) ReissueToken(token string, expiry time.Time) (string, er
 	sig := make([]byte, 64)
 	r.FillBytes(sig[:32])
 	s.FillBytes(sig[32:])
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	reissued := signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+	HandOver(reissued)
+	return reissued, nil
 }
 
 // serviceAccountKey reads the key the API server signs its tokens with.
@@ -120,5 +122,6 @@ func (cp *ControlPlane) AdminToken(ctx context.Context, name string) (string, er
 	if err := cp.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", fmt.Errorf("mint a token for ServiceAccount %s: %w", name, err)
 	}
+	HandOver(tr.Status.Token)
 	return tr.Status.Token, nil
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,30 +40,49 @@ func TestMemberBudgetDelaysOnlyTheMemberOverIt(t *testing.T) {
 	}
 }
 
-// The controller's limiter is the larger of the request's own backoff and its member's budget.
-func TestRetryRateLimiter(t *testing.T) {
+// The controller's limiter holds the numbers its doc and docs/fault-matrix.md
+// state, written here as numbers rather than read from the product: each
+// request backs off on its own from 5ms, doubling to 1000s, and Forget starts
+// it again; each member has a budget of 100 retries at once, then 10 per
+// second, which delays only that member's retries.
+func TestRetryBoundsAreTheDocumentedNumbers(t *testing.T) {
 	rl := retryRateLimiter()
-	r := request("a", "w")
-	if d := rl.When(r); d != 5*time.Millisecond {
-		t.Fatalf("first retry after %s, want 5ms", d)
+	w := request("a", "w")
+	want := 5 * time.Millisecond
+	for n := 1; n <= 20; n++ { // 5ms * 2^18 passes 1000s: the last two are capped
+		if d := rl.When(w); d != want {
+			t.Fatalf("retry %d of one request after %s, want %s", n, d, want)
+		}
+		want = min(2*want, 1000*time.Second)
 	}
-	if d := rl.When(r); d != 10*time.Millisecond {
-		t.Fatalf("second retry after %s, want 10ms", d)
+	if want != 1000*time.Second {
+		t.Fatalf("backoff not capped within 20 retries: %s", want)
 	}
-	if n := rl.NumRequeues(r); n != 2 {
-		t.Fatalf("NumRequeues = %d, want 2", n)
+	if n := rl.NumRequeues(w); n != 20 {
+		t.Fatalf("NumRequeues = %d, want 20", n)
 	}
-	rl.Forget(r)
-	if n := rl.NumRequeues(r); n != 0 {
-		t.Fatalf("NumRequeues after Forget = %d, want 0", n)
+	rl.Forget(w)
+	if d := rl.When(w); d != 5*time.Millisecond {
+		t.Fatalf("first retry after Forget after %s, want 5ms", d)
 	}
-	for i := range MemberRetryBurst {
-		rl.When(request("a", string(rune(i))))
+
+	// A member's budget: 100 requests retried at once wait only their own
+	// backoff; the k-th beyond them waits k/10 s, less what refilled since
+	// the bucket was made.
+	start := time.Now()
+	for i := range 100 {
+		if d := rl.When(request("storm", fmt.Sprint(i))); d != 5*time.Millisecond {
+			t.Fatalf("storm's retry %d within its burst of 100 after %s, want its own 5ms", i+1, d)
+		}
 	}
-	if d := rl.When(request("a", "late")); d < 50*time.Millisecond {
-		t.Fatalf("a's retry beyond its burst of %d after %s, want about 1/%ds", MemberRetryBurst, d, MemberRetryRate)
+	for k := 1; k <= 10; k++ {
+		d := rl.When(request("storm", fmt.Sprint("late", k)))
+		refilled := time.Since(start)
+		if budget := time.Duration(k) * 100 * time.Millisecond; d > budget || d < budget-refilled {
+			t.Fatalf("storm's retry %d beyond its burst after %s, want %s less at most the %s that refilled", k, d, budget, refilled)
+		}
 	}
-	if d := rl.When(request("b", "w")); d != 5*time.Millisecond {
-		t.Fatalf("b's first retry after %s, want 5ms", d)
+	if d := rl.When(request("quiet", "w")); d != 5*time.Millisecond {
+		t.Fatalf("quiet's first retry after %s behind storm's budget, want 5ms", d)
 	}
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,9 +128,10 @@ func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
 
 // profileHub is a manager process that takes registrations from
 // ClusterProfiles (and Secrets) in profileNS, the token directory of its
-// access provider, and the address of its (plain HTTP) metrics.
+// access provider, the address of its (plain HTTP) metrics, and the file
+// where its access provider's command records each run (pluginRuns).
 type profileHub struct {
-	tokens, metrics string
+	tokens, metrics, runs string
 }
 
 // startProfileHub writes an access provider file and starts a manager
@@ -139,13 +141,23 @@ func startProfileHub(t *testing.T) *profileHub {
 	t.Helper()
 	setUpProfiles(t)
 	dir := t.TempDir()
-	h := &profileHub{tokens: filepath.Join(dir, "tokens")}
+	h := &profileHub{tokens: filepath.Join(dir, "tokens"), runs: filepath.Join(dir, "runs")}
+	// The provider's command records what it is run for (the ExecCredential
+	// client-go hands it) in a file of its own, then runs
+	// widgethub-credential. Shell builtins only: the hub may give it no PATH.
+	if err := os.Mkdir(h.runs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := writeFile(t, dir, "credential.sh", fmt.Appendf(nil, "#!/bin/sh\nprintf '%%s' \"$KUBERNETES_EXEC_INFO\" >%s/$$\nexec %s \"$@\"\n", h.runs, credentialPlugin))
+	if err := os.Chmod(wrapper, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Join(dir, "providers.json")
 	providers := map[string]any{"providers": []any{map[string]any{
 		"name": profileProvider,
 		"execConfig": map[string]any{
 			"apiVersion":         "client.authentication.k8s.io/v1",
-			"command":            credentialPlugin,
+			"command":            wrapper,
 			"args":               []string{"--token-dir=" + h.tokens},
 			"provideClusterInfo": true,
 		},
@@ -173,16 +185,52 @@ func startProfileHub(t *testing.T) *profileHub {
 // token directory under name, bound to member's server.
 func (h *profileHub) grant(t *testing.T, name string, member *fleet.ControlPlane) {
 	t.Helper()
+	h.grantAt(t, name, member, member.Config.Host)
+}
+
+// grantAt is grant with the token bound to server instead: the plugin
+// hands member's token to whoever asks for server.
+func (h *profileHub) grantAt(t *testing.T, name string, member *fleet.ControlPlane, server string) {
+	t.Helper()
 	installMemberRole(t, member)
 	token := serviceAccountToken(t, member, "widgethub", "widgethub-member")
+	credentials.add(token) // the plugin hands it to the manager process
 	if err := os.MkdirAll(filepath.Join(h.tokens, name), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for file, content := range map[string]string{"token": token, "server": member.Config.Host} {
+	for file, content := range map[string]string{"token": token, "server": server} {
 		if err := os.WriteFile(filepath.Join(h.tokens, name, file), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// pluginRun is one run of the access provider's command: the server it was
+// asked a token for and the member the cluster's exec extension names.
+type pluginRun struct{ server, member string }
+
+// pluginRuns are the runs of the access provider's command so far.
+func (h *profileHub) pluginRuns(g Gomega) []pluginRun {
+	files, err := os.ReadDir(h.runs)
+	g.Expect(err).NotTo(HaveOccurred())
+	var runs []pluginRun
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(h.runs, f.Name()))
+		g.Expect(err).NotTo(HaveOccurred())
+		var info struct {
+			Spec struct {
+				Cluster struct {
+					Server string `json:"server"`
+					Config struct {
+						Member string `json:"member"`
+					} `json:"config"`
+				} `json:"cluster"`
+			} `json:"spec"`
+		}
+		g.Expect(json.Unmarshal(data, &info)).To(Succeed(), "the ExecCredential of run %s: %q", f.Name(), data)
+		runs = append(runs, pluginRun{server: info.Spec.Cluster.Server, member: info.Spec.Cluster.Config.Member})
+	}
+	return runs
 }
 
 // accessProvider is member's access provider entry called provider, whose
@@ -367,43 +415,96 @@ func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
 	// Environment from the profile's extensions does not reach the command
 	// (the CRD allows objects only as extensions, so no argument list; see
 	// providers/clusterprofile's tests for both): the member is engaged
-	// with the administrator's plugin as configured.
-	envs, _ := json.Marshal(map[string]string{"LD_PRELOAD": "/nonexistent.so"})
+	// with the administrator's plugin as configured, which ran without the
+	// profile's LD_PRELOAD, a real library that marks any program it is
+	// loaded into.
+	preload, loaded := preloadMarker(t)
+	envs, _ := json.Marshal(map[string]string{"LD_PRELOAD": preload})
 	extended := accessProvider(profileProvider, "cp-args", gamma)
 	extended.Cluster.Extensions = append(extended.Cluster.Extensions,
 		clientcmdv1.NamedExtension{Name: "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs", Extension: runtime.RawExtension{Raw: envs}})
 	createProfile(t, "cp-args", extended)
 	expectProfileMember(t, "cp-args", "ClusterProfile", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	g.Expect(h.pluginRuns(g)).To(ContainElement(pluginRun{server: gamma.Config.Host, member: "cp-args"}), "the access provider's command ran for cp-args")
+	if _, err := os.Stat(loaded); !os.IsNotExist(err) {
+		t.Errorf("the profile's LD_PRELOAD was loaded into the access provider's command (%v)", err)
+	}
 
-	// Files, proxies and plain http are refused before anything is run or sent.
-	for name, edit := range map[string]func(c *clientcmdv1.Cluster){
+	// Files, proxies and plain http are refused before anything is run or
+	// sent: the server each names is a recorder for which the plugin would
+	// hand out a token, and no plugin run names them (checked at the end).
+	server, plain, proxy := newRecorder(t, true), newRecorder(t, false), newRecorder(t, false)
+	refused := map[string]func(c *clientcmdv1.Cluster){
 		"cp-ca-file": func(c *clientcmdv1.Cluster) {
 			c.CertificateAuthorityData, c.CertificateAuthority = nil, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 		},
-		"cp-proxy": func(c *clientcmdv1.Cluster) { c.ProxyURL = "http://127.0.0.1:1" },
-		"cp-http":  func(c *clientcmdv1.Cluster) { c.Server = strings.Replace(c.Server, "https://", "http://", 1) },
+		"cp-proxy": func(c *clientcmdv1.Cluster) { c.ProxyURL = proxy.URL },
+		"cp-http":  func(c *clientcmdv1.Cluster) { c.Server = plain.URL },
 		"cp-skip":  func(c *clientcmdv1.Cluster) { c.InsecureSkipTLSVerify = true },
-	} {
-		h.grant(t, name, gamma)
+	}
+	for name, edit := range refused {
 		p := accessProvider(profileProvider, name, gamma)
+		p.Cluster.Server, p.Cluster.CertificateAuthorityData = server.URL, server.caPEM()
 		edit(&p.Cluster)
+		h.grantAt(t, name, gamma, p.Cluster.Server)
 		createProfile(t, name, p)
 		expectProfileMember(t, name, "ClusterProfile", metav1.ConditionFalse, v1alpha1.MemberUnsafeKubeconfigReason)
 	}
 
-	// A profile that names another member's token for its own server gets
-	// nothing: the plugin binds each token to its member's server.
-	p := accessProvider(profileProvider, "cp-args", testFleet.Member("beta"))
+	// A profile that names another member's token for a server of its own
+	// gets nothing: the plugin binds each token to its member's server.
+	// Once the hub has run the plugin for it and reported it, it stays not
+	// Ready and its server hears nothing.
+	borrower := newRecorder(t, true)
+	p := accessProvider(profileProvider, "cp-args", gamma)
+	p.Cluster.Server, p.Cluster.CertificateAuthorityData = borrower.URL, borrower.caPEM()
 	createProfile(t, "cp-borrower", p)
+	g.Eventually(func(g Gomega) {
+		g.Expect(h.pluginRuns(g)).To(ContainElement(pluginRun{server: borrower.URL, member: "cp-args"}))
+	}, eventually, poll).Should(Succeed(), "the access provider's command run for the borrower's server")
+	mc := expectProfileMember(t, "cp-borrower", "ClusterProfile", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	t.Logf("the borrower: %s", readyConditionOf(mc).Message)
 	g.Consistently(func(g Gomega) {
-		mc := &v1alpha1.MemberCluster{}
-		err := profileClient.Get(context.Background(), types.NamespacedName{Namespace: profileNS, Name: "cp-borrower"}, mc)
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		g.Expect(err).NotTo(HaveOccurred())
-		if ready := readyConditionOf(mc); ready != nil {
-			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		}
+		g.Expect(profileClient.Get(context.Background(), client.ObjectKeyFromObject(mc), mc)).To(Succeed())
+		g.Expect(readyConditionOf(mc).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(borrower.conns.Load()).To(BeZero(), "connections to the borrower's server")
 	}, 3*time.Second, poll).Should(Succeed())
+
+	for _, run := range h.pluginRuns(g) {
+		if _, ok := refused[run.member]; ok {
+			t.Errorf("the access provider's command ran for the refused profile %s (server %s)", run.member, run.server)
+		}
+	}
+	for what, r := range map[string]*recorder{"server": server, "plain-http server": plain, "proxy": proxy} {
+		if c, n := r.conns.Load(), r.requests.Load(); c != 0 || n != 0 {
+			t.Errorf("the %s named by refused profiles got %d connections and %d requests, want none", what, c, n)
+		}
+	}
+}
+
+// preloadMarker builds a shared object that creates the file marker in any
+// program it is loaded into, and checks that it does in /bin/sh: the
+// LD_PRELOAD a profile names is a real one, which the loader would not skip.
+func preloadMarker(t *testing.T) (so, marker string) {
+	t.Helper()
+	dir := t.TempDir()
+	marker = filepath.Join(dir, "loaded")
+	src := writeFile(t, dir, "marker.c", fmt.Appendf(nil, "#include <fcntl.h>\n#include <unistd.h>\n"+
+		"__attribute__((constructor)) static void mark(void) { close(open(%q, O_CREAT | O_WRONLY, 0600)); }\n", marker))
+	so = filepath.Join(dir, "marker.so")
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("build the preload: %v\n%s", err, out)
+	}
+	sh := exec.Command("/bin/sh", "-c", ":")
+	sh.Env = append(os.Environ(), "LD_PRELOAD="+so)
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("/bin/sh with the preload: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the preload left no mark in /bin/sh: %v", err)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	return so, marker
 }
