@@ -1,3 +1,5 @@
+//go:build scenarios
+
 package main_test
 
 import (
