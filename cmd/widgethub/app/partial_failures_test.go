@@ -308,7 +308,7 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	const widgets = 24
 	g := NewWithT(t)
 	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
-	bound := managerOptions().ReconcilesPerMember()
+	bound := documentedPerMemberBound(t, managerOptions())
 	withoutDirectRegistration(t, "alpha", alpha)
 	withoutDirectRegistration(t, "gamma", gamma)
 	register(t, "beta", beta)
@@ -406,7 +406,7 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 	// hold every worker, for two rounds, but for the bounds.
 	const widgets = 64
 	gamma, beta := testFleet.Member("gamma"), testFleet.Member("beta")
-	bound := managerOptions().ReconcilesPerMember()
+	bound := documentedPerMemberBound(t, managerOptions())
 	withoutDirectRegistration(t, "gamma", gamma)
 	register(t, "beta", beta)
 	expectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
@@ -492,7 +492,8 @@ func TestMembersBusyWhenTheyGoSilentTogetherLeaveAWorkerToQuietOnes(t *testing.T
 	const widgets, target = 1000, time.Second
 	g := NewWithT(t)
 	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
-	workers := managerOptions().MaxConcurrentReconciles
+	documentedPerMemberBound(t, managerOptions())
+	const workers = documentedWorkers
 	withoutDirectRegistration(t, "alpha", alpha)
 	withoutDirectRegistration(t, "gamma", gamma)
 	register(t, "beta", beta)
