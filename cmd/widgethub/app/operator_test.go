@@ -146,12 +146,14 @@ func expectWidgetStatus(t *testing.T, cp *fleet.ControlPlane, key types.Namespac
 	NewWithT(t).Eventually(func(g Gomega) {
 		w := widget(g, cp, key)
 		g.Expect(w.Status.AvailableReplicas).To(Equal(available))
-		g.Expect(readyCondition(w).Status).To(Equal(status))
+		ready := readyCondition(w)
+		g.Expect(ready).NotTo(BeNil(), "Ready of Widget %s", key)
+		g.Expect(ready.Status).To(Equal(status))
 		if reason != "" {
-			g.Expect(readyCondition(w).Reason).To(Equal(reason))
+			g.Expect(ready.Reason).To(Equal(reason))
 		}
 		if message != "" {
-			g.Expect(readyCondition(w).Message).To(Equal(message))
+			g.Expect(ready.Message).To(Equal(message))
 		}
 	}, eventually, poll).Should(Succeed())
 }
