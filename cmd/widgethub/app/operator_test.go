@@ -61,9 +61,15 @@ func registerEngaged(t *testing.T, name string, member *fleet.ControlPlane) *v1a
 
 func unregister(t *testing.T, name string) {
 	t.Helper()
-	secret := registration.NewSecret(hubNS, name, nil)
+	unregisterIn(t, hubNS, name)
+}
+
+// unregisterIn deletes the registration Secret ns/name, if there is one.
+func unregisterIn(t *testing.T, ns, name string) {
+	t.Helper()
+	secret := registration.NewSecret(ns, name, nil)
 	if err := testFleet.Hub.Client.Delete(context.Background(), secret); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("unregister %s: %v", name, err)
+		t.Fatalf("unregister %s/%s: %v", ns, name, err)
 	}
 }
 

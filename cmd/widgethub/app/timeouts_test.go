@@ -36,7 +36,7 @@ func TestReconcilePastItsDeadlineIsCounted(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	secret := registration.NewSecret(ns, "timeouts-gamma", frontKubeconfig(t, proxy, gamma, "widgethub-timeouts"))
 	g.Expect(testFleet.Hub.Client.Create(t.Context(), secret)).To(Succeed())
-	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(t.Context(), secret) })
+	t.Cleanup(func() { unregisterIn(t, ns, secret.Name) })
 
 	addr, err := fleet.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
