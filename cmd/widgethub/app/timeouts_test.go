@@ -1,3 +1,5 @@
+//go:build scenarios
+
 package app_test
 
 import (
@@ -20,7 +22,8 @@ import (
 // (reconcilers/controller's doc): a manager whose member requests may take
 // longer than that (--member-request-timeout) reconciles a Widget of a member
 // that holds its Deployment writes unanswered. The manager has no option to
-// shorten the deadline, so the test waits for the minute.
+// shorten the deadline, so the test waits for the minute: a scenario (make
+// test-scenarios), not a test of make test.
 func TestReconcilePastItsDeadlineIsCounted(t *testing.T) {
 	const ns, widgetNS = "widgethub-timeouts", "timeouts"
 	g := NewWithT(t)
