@@ -29,6 +29,7 @@ func boundsMember(t *testing.T) *fleet.ControlPlane {
 	alpha := testFleet.Member("alpha")
 	register(t, "alpha", alpha)
 	ensureNamespace(t, alpha, boundsNS)
+	t.Cleanup(func() { deleteWidgetsAndDeployments(t, alpha) })
 	return alpha
 }
 

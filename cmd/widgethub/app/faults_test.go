@@ -13,8 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -279,10 +281,13 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
 	g := NewWithT(t)
 	bare := testFleet.Member("bare")
+	crds := envtest.CRDInstallOptions{Paths: fleet.CRDPaths()}
+	// Last, once bare is unregistered: bare without CRDs again.
+	t.Cleanup(func() { uninstallCRDs(t, bare, crds) })
 	registerData(t, "bare", map[string][]byte{"kubeconfig": bare.Kubeconfig})
 	expectMemberReady(t, "bare", metav1.ConditionFalse, v1alpha1.MemberWidgetCRDMissingReason, "Widget")
 
-	if _, err := envtest.InstallCRDs(bare.Config, envtest.CRDInstallOptions{Paths: fleet.CRDPaths()}); err != nil {
+	if _, err := envtest.InstallCRDs(bare.Config, crds); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -300,6 +305,22 @@ func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
 	g.Eventually(func(g Gomega) { g.Expect(memberCluster(g, "bare").Status.Widgets).To(Equal(int32(1))) }, eventually, poll).Should(Succeed())
 }
 
+// uninstallCRDs deletes the CRDs of opts from cp, with every object of
+// theirs, and waits until they are gone.
+func uninstallCRDs(t *testing.T, cp *fleet.ControlPlane, opts envtest.CRDInstallOptions) {
+	t.Helper()
+	ctx := context.Background()
+	if err := envtest.UninstallCRDs(cp.Config, opts); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func(g Gomega) {
+		crds := &unstructured.UnstructuredList{}
+		crds.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
+		g.Expect(cp.Client.List(ctx, crds)).To(Succeed())
+		g.Expect(crds.Items).To(BeEmpty(), "CRDs of %s", cp.Name)
+	}, eventually, poll).Should(Succeed())
+}
+
 func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
@@ -315,9 +336,12 @@ func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 	toUnreachable := time.Since(down)
 	// One transition, one Event: the member was engaged once so far, so its
 	// Engaged Event is not a series (a reconcile that read the status from
-	// a cache behind the last write recorded the transition twice).
+	// a cache behind the last write recorded the transition twice). Events
+	// about an earlier run's Secret of that name do not count.
+	secret := &corev1.Secret{}
+	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "flaky"}, secret)).To(Succeed())
 	for _, e := range secretEventsV1(g, "flaky") {
-		if e.Reason == v1alpha1.MemberEngagedReason && e.Series != nil {
+		if e.Regarding.UID == secret.UID && e.Reason == v1alpha1.MemberEngagedReason && e.Series != nil {
 			t.Errorf("the Engaged Event of flaky is a series of %d after one engagement", e.Series.Count)
 		}
 	}

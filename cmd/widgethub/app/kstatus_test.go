@@ -273,7 +273,7 @@ func TestFailingDeploymentWriteKeepsTheWidgetInProgress(t *testing.T) {
 // and Current once engaged; Ready keeps its reasons.
 func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
+	registerEngaged(t, "alpha", alpha) // kstatus calls a MemberCluster without conditions yet Current
 	conds := expectMemberKstatus(t, "alpha", kstatus.CurrentStatus, "", "")
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 

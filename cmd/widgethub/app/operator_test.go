@@ -29,11 +29,14 @@ const (
 	quietFor   = 3 * time.Second
 )
 
-// register creates or updates the registration Secret name with member's kubeconfig.
+// register creates or updates the registration Secret name with member's
+// kubeconfig until the test ends: then it is deleted, so that no later test
+// finds the member registered.
 func register(t *testing.T, name string, member *fleet.ControlPlane) {
 	t.Helper()
 	ctx := context.Background()
 	secret := registration.NewSecret(hubNS, name, member.Kubeconfig)
+	t.Cleanup(func() { unregister(t, name) })
 	err := testFleet.Hub.Client.Create(ctx, secret)
 	if apierrors.IsAlreadyExists(err) {
 		current := &corev1.Secret{}
@@ -53,15 +56,20 @@ func register(t *testing.T, name string, member *fleet.ControlPlane) {
 func registerEngaged(t *testing.T, name string, member *fleet.ControlPlane) *v1alpha1.MemberCluster {
 	t.Helper()
 	register(t, name, member)
-	t.Cleanup(func() { unregister(t, name) })
 	return expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }
 
 func unregister(t *testing.T, name string) {
 	t.Helper()
-	secret := registration.NewSecret(hubNS, name, nil)
+	unregisterIn(t, hubNS, name)
+}
+
+// unregisterIn deletes the registration Secret ns/name, if there is one.
+func unregisterIn(t *testing.T, ns, name string) {
+	t.Helper()
+	secret := registration.NewSecret(ns, name, nil)
 	if err := testFleet.Hub.Client.Delete(context.Background(), secret); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("unregister %s: %v", name, err)
+		t.Fatalf("unregister %s/%s: %v", ns, name, err)
 	}
 }
 
@@ -79,6 +87,8 @@ func createShopWidget(t *testing.T, cp *fleet.ControlPlane, name string, replica
 	return types.NamespacedName{Namespace: "shop", Name: name}
 }
 
+// createWidget creates the Widget ns/name in cp with replicas; it is
+// deleted, with its Deployment, when the test ends.
 func createWidget(t *testing.T, cp *fleet.ControlPlane, ns, name string, replicas int32) *v1alpha1.Widget {
 	t.Helper()
 	ensureNamespace(t, cp, ns)
@@ -89,7 +99,20 @@ func createWidget(t *testing.T, cp *fleet.ControlPlane, ns, name string, replica
 	if err := cp.Client.Create(context.Background(), w); err != nil {
 		t.Fatalf("create widget %s/%s in %s: %v", ns, name, cp.Name, err)
 	}
+	t.Cleanup(func() { deleteWidget(t, cp, types.NamespacedName{Namespace: ns, Name: name}) })
 	return w
+}
+
+// deleteWidget deletes the Widget key of cp and its Deployment (envtest runs
+// no garbage collector).
+func deleteWidget(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName) {
+	t.Helper()
+	meta := metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
+	for _, obj := range []client.Object{&v1alpha1.Widget{ObjectMeta: meta}, &appsv1.Deployment{ObjectMeta: meta}} {
+		if err := cp.Client.Delete(context.Background(), obj); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete %T %s in %s: %v", obj, key, cp.Name, err)
+		}
+	}
 }
 
 // deployment returns the member's Deployment for key, failing g when it is missing.
@@ -129,12 +152,14 @@ func expectWidgetStatus(t *testing.T, cp *fleet.ControlPlane, key types.Namespac
 	NewWithT(t).Eventually(func(g Gomega) {
 		w := widget(g, cp, key)
 		g.Expect(w.Status.AvailableReplicas).To(Equal(available))
-		g.Expect(readyCondition(w).Status).To(Equal(status))
+		ready := readyCondition(w)
+		g.Expect(ready).NotTo(BeNil(), "Ready of Widget %s", key)
+		g.Expect(ready.Status).To(Equal(status))
 		if reason != "" {
-			g.Expect(readyCondition(w).Reason).To(Equal(reason))
+			g.Expect(ready.Reason).To(Equal(reason))
 		}
 		if message != "" {
-			g.Expect(readyCondition(w).Message).To(Equal(message))
+			g.Expect(ready.Message).To(Equal(message))
 		}
 	}, eventually, poll).Should(Succeed())
 }

@@ -57,15 +57,14 @@ func registerThroughProxy(t *testing.T, name string, cp *fleet.ControlPlane) *pr
 	return &proxiedMember{name: name, cp: cp, proxy: proxy}
 }
 
-// withoutDirectRegistration unregisters name (a registration of another test
-// that reaches the same API server directly and would reconcile its Widgets
-// beside the proxied ones) until t ends, and waits until it is disengaged.
+// withoutDirectRegistration waits until the hub serves no registration name
+// (one that reaches cp's API server directly and would reconcile its Widgets
+// beside the proxied ones), which an earlier test may have removed as it ended.
 func withoutDirectRegistration(t *testing.T, name string, cp *fleet.ControlPlane) {
 	t.Helper()
 	err := testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: name}, &corev1.Secret{})
 	if err == nil {
-		unregister(t, name)
-		t.Cleanup(func() { register(t, name, cp) })
+		t.Fatalf("registration %s of %s is left from an earlier test", name, cp.Name)
 	} else if !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
@@ -137,14 +136,6 @@ func betaProbe(t *testing.T, name string) types.NamespacedName {
 	t.Helper()
 	beta := testFleet.Member("beta")
 	key := createShopWidget(t, beta, name, 1)
-	t.Cleanup(func() {
-		meta := metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
-		for _, obj := range []client.Object{&v1alpha1.Widget{ObjectMeta: meta}, &appsv1.Deployment{ObjectMeta: meta}} {
-			if err := beta.Client.Delete(context.Background(), obj); client.IgnoreNotFound(err) != nil {
-				t.Error(err)
-			}
-		}
-	})
 	NewWithT(t).Eventually(func(g Gomega) { deployment(g, beta, key) }, eventually, 20*time.Millisecond).Should(Succeed())
 	return key
 }
@@ -308,7 +299,7 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	const widgets = 24
 	g := NewWithT(t)
 	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
-	bound := managerOptions().ReconcilesPerMember()
+	bound := documentedPerMemberBound(t, managerOptions())
 	withoutDirectRegistration(t, "alpha", alpha)
 	withoutDirectRegistration(t, "gamma", gamma)
 	register(t, "beta", beta)
@@ -337,11 +328,6 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	created := time.Now()
 	fresh := types.NamespacedName{Namespace: "shop", Name: "partial-fresh"}
 	createWidget(t, beta, fresh.Namespace, fresh.Name, 1)
-	t.Cleanup(func() {
-		meta := metav1.ObjectMeta{Namespace: fresh.Namespace, Name: fresh.Name}
-		_ = beta.Client.Delete(context.Background(), &v1alpha1.Widget{ObjectMeta: meta})
-		_ = beta.Client.Delete(context.Background(), &appsv1.Deployment{ObjectMeta: meta})
-	})
 	g.Eventually(func(g Gomega) { deployment(g, beta, fresh) }, 5*time.Second, 20*time.Millisecond).Should(Succeed(),
 		"beta's new Widget waited behind members that do not answer (%d writes held)", heldApplies(faulty...))
 	freshTook := time.Since(created)
@@ -406,7 +392,7 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 	// hold every worker, for two rounds, but for the bounds.
 	const widgets = 64
 	gamma, beta := testFleet.Member("gamma"), testFleet.Member("beta")
-	bound := managerOptions().ReconcilesPerMember()
+	bound := documentedPerMemberBound(t, managerOptions())
 	withoutDirectRegistration(t, "gamma", gamma)
 	register(t, "beta", beta)
 	expectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
@@ -492,7 +478,8 @@ func TestMembersBusyWhenTheyGoSilentTogetherLeaveAWorkerToQuietOnes(t *testing.T
 	const widgets, target = 1000, time.Second
 	g := NewWithT(t)
 	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
-	workers := managerOptions().MaxConcurrentReconciles
+	documentedPerMemberBound(t, managerOptions())
+	const workers = documentedWorkers
 	withoutDirectRegistration(t, "alpha", alpha)
 	withoutDirectRegistration(t, "gamma", gamma)
 	register(t, "beta", beta)
@@ -538,11 +525,6 @@ func TestMembersBusyWhenTheyGoSilentTogetherLeaveAWorkerToQuietOnes(t *testing.T
 		created := time.Now()
 		fresh := types.NamespacedName{Namespace: "shop", Name: fmt.Sprintf("busy-fresh-%d", n)}
 		createWidget(t, beta, fresh.Namespace, fresh.Name, 1)
-		t.Cleanup(func() {
-			meta := metav1.ObjectMeta{Namespace: fresh.Namespace, Name: fresh.Name}
-			_ = beta.Client.Delete(context.Background(), &v1alpha1.Widget{ObjectMeta: meta})
-			_ = beta.Client.Delete(context.Background(), &appsv1.Deployment{ObjectMeta: meta})
-		})
 		g.Eventually(func(g Gomega) { deployment(g, beta, fresh) }, 30*time.Second, 10*time.Millisecond).Should(Succeed())
 		freshTook := time.Since(created)
 		median, samples := medianChangeLatency(t, beta, probe, latencySamples, latencySpacing)

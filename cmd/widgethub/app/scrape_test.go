@@ -16,10 +16,15 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -80,14 +85,25 @@ func parseExposition(r io.Reader) (*exposition, error) {
 	return e, sc.Err()
 }
 
-// value is the series name{label=value}, and whether it is there.
-func (e *exposition) value(name, label, value string) (float64, bool) {
+// value is the first series name whose labels include the pairs of
+// labelValues (label, value, label, value...), and whether there is one.
+func (e *exposition) value(name string, labelValues ...string) (float64, bool) {
 	for _, s := range e.series {
-		if s.name == name && s.labels[label] == value {
+		if s.name == name && s.has(labelValues) {
 			return s.value, true
 		}
 	}
 	return 0, false
+}
+
+// has tells whether s has each label of labelValues with its value.
+func (s scraped) has(labelValues []string) bool {
+	for i := 0; i+1 < len(labelValues); i += 2 {
+		if s.labels[labelValues[i]] != labelValues[i+1] {
+			return false
+		}
+	}
+	return true
 }
 
 // namesLabelled lists the series names with label=value whose name has prefix.
@@ -166,6 +182,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		createWidget(t, a, "shop", fmt.Sprintf("scraped-%d", i), 1)
 	}
 	createWidget(t, b, "shop", "scraped", 1)
+	t.Cleanup(func() { deleteWidgetsAndDeployments(t, a, b) })
 
 	addr, err := fleet.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -176,7 +193,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		"--probe-interval=" + probeInterval.String(), "--probe-timeout=1s", fmt.Sprintf("--probe-failure-threshold=%d", threshold)})
 	scrape := func(g Gomega) *exposition { return scrapeMetrics(g, addr) }
 	registered := func(g Gomega, e *exposition) float64 {
-		v, ok := e.value("widgethub_registrations", "", "") // no labels
+		v, ok := e.value("widgethub_registrations")
 		g.Expect(ok).To(BeTrue(), "widgethub_registrations is served")
 		return v
 	}
@@ -201,11 +218,38 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		g.Expect(series(g, e, "widgethub_member_widgets", b.Name)).To(Equal(1.0))
 	}, eventually, poll).Should(Succeed())
 	for _, m := range []string{a.Name, b.Name} {
-		// Every probe is timed: the histogram has its buckets, up to +Inf.
-		_, inf := e.value("widgethub_member_probe_duration_seconds_bucket", "cluster", m)
-		g.Expect(inf).To(BeTrue(), "probe duration buckets of %s", m)
-		g.Expect(e.namesLabelled("widgethub_member_probe_duration_seconds_sum", "cluster", m)).NotTo(BeEmpty())
+		// Every probe is timed: the histogram's +Inf bucket holds them all.
+		count := series(g, e, "widgethub_member_probe_duration_seconds_count", m)
+		inf, ok := e.value("widgethub_member_probe_duration_seconds_bucket", "cluster", m, "le", "+Inf")
+		g.Expect(ok).To(BeTrue(), "the +Inf bucket of the probe durations of %s", m)
+		g.Expect(inf).To(Equal(count), "probes of %s in the +Inf bucket", m)
+		g.Expect(series(g, e, "widgethub_member_probe_duration_seconds_sum", m)).To(BeNumerically(">", 0), "probe time of %s", m)
 	}
+
+	// a's Deployment writes hang: one member's bound of its requests is in
+	// flight (docs: 24 of the 32 workers), the rest wait in the queue, and
+	// the workers a holds count as unresponsive; once the writes pass, its
+	// queue drains.
+	const held = 30
+	bound := documentedPerMemberBound(t, app.DefaultOptions())
+	hook := holdDeploymentWritesInForce(t, a, "held")
+	g.Expect(fleet.CreateWidgets(ctx, a.Client, "held", "held", held, 4)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		e = scrape(g)
+		g.Expect(series(g, e, "widgethub_workqueue_member_in_flight", a.Name)).To(Equal(float64(bound)), "a's requests in flight")
+		g.Expect(series(g, e, "widgethub_workqueue_member_depth", a.Name)).To(Equal(float64(held-bound)), "a's requests waiting")
+		unresponsive, ok := e.value("widgethub_workqueue_unresponsive_in_flight", "name", "widget")
+		g.Expect(ok).To(BeTrue(), "widgethub_workqueue_unresponsive_in_flight is served")
+		g.Expect(unresponsive).To(Equal(float64(bound)), "workers held by the member that does not answer")
+		g.Expect(series(g, e, "widgethub_workqueue_member_in_flight", b.Name)).To(BeZero(), "b's requests in flight")
+	}, 20*time.Second, poll).Should(Succeed(), "a's Deployment writes held by the webhook")
+	hook.releaseAll()
+	g.Eventually(func(g Gomega) {
+		e = scrape(g)
+		g.Expect(series(g, e, "widgethub_workqueue_member_in_flight", a.Name)).To(BeZero(), "a's requests in flight")
+		g.Expect(series(g, e, "widgethub_workqueue_member_depth", a.Name)).To(BeZero(), "a's requests waiting")
+		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(float64(3 + held)))
+	}, eventually, poll).Should(Succeed())
 
 	// a's Deployment writes are refused: its reconcile errors are counted, b's are not.
 	denyDeploymentWritesInForce(t, a, "refused")
@@ -213,11 +257,11 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		e = scrape(g)
 		g.Expect(series(g, e, "widgethub_member_reconcile_errors_total", a.Name)).To(BeNumerically(">=", 1))
-		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(4.0))
+		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(float64(4 + held)))
 	}, eventually, poll).Should(Succeed())
-	if v, ok := e.value("widgethub_member_reconcile_errors_total", "cluster", b.Name); ok {
-		g.Expect(v).To(BeZero(), "b's reconciles do not fail")
-	}
+	// Served from 0 since b's caches synced.
+	g.Expect(series(g, e, "widgethub_member_reconcile_errors_total", b.Name)).To(BeZero(), "b's reconciles do not fail")
+	g.Expect(series(g, e, "widgethub_member_reconciles_total", b.Name)).To(BeNumerically(">=", 1), "b's Widget reconciled")
 
 	// b stops answering: parked after the threshold of failed probes.
 	proxy.Down()
@@ -267,13 +311,13 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 			g.Expect(ok).To(BeTrue(), "%s{name=\"widget\"} is served", sample)
 		}
 	}
-	_, ok := e.value("controller_runtime_reconcile_total", "controller", "widget")
-	g.Expect(ok).To(BeTrue(), "controller_runtime_reconcile_total{controller=\"widget\"}")
+	reconciled, ok := e.value("controller_runtime_reconcile_total", "controller", "widget", "result", "success")
+	g.Expect(ok).To(BeTrue(), "controller_runtime_reconcile_total{controller=\"widget\",result=\"success\"}")
+	g.Expect(reconciled).To(BeNumerically(">=", 3+held+1), "a's and b's Widgets reconciled")
 	// a, engaged, has its share of the queue and its counters from zero;
 	// b, parked, has no share; both are registered.
-	g.Expect(series(g, e, "widgethub_member_reconciles_total", a.Name)).To(BeNumerically(">=", 4), "a's Widgets reconciled")
+	g.Expect(series(g, e, "widgethub_member_reconciles_total", a.Name)).To(BeNumerically(">=", 4+held), "a's Widgets reconciled")
 	g.Expect(series(g, e, "widgethub_member_events_dropped_total", a.Name)).To(BeZero())
-	g.Expect(series(g, e, "widgethub_workqueue_member_depth", a.Name)).To(BeNumerically(">=", 0))
 	g.Expect(e.namesLabelled("widgethub_workqueue_member_", "cluster", b.Name)).To(BeEmpty(), "queue series of the parked member")
 	g.Expect(registered(g, e)).To(Equal(2.0))
 
@@ -286,4 +330,24 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		g.Expect(registered(g, e)).To(Equal(1.0))
 		g.Expect(e.namesLabelled("widgethub_member_", "cluster", b.Name)).NotTo(BeEmpty(), "series of the registered member")
 	}, eventually, poll).Should(Succeed())
+}
+
+// deleteWidgetsAndDeployments deletes every Widget and Deployment of the
+// members (envtest runs no garbage collector), so that a test can run again.
+func deleteWidgetsAndDeployments(t *testing.T, members ...*fleet.ControlPlane) {
+	t.Helper()
+	for _, cp := range members {
+		namespaces := &corev1.NamespaceList{}
+		if err := cp.Client.List(context.Background(), namespaces); err != nil {
+			t.Error(err)
+			continue
+		}
+		for _, ns := range namespaces.Items {
+			for _, obj := range []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}} {
+				if err := cp.Client.DeleteAllOf(context.Background(), obj, client.InNamespace(ns.Name)); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
 }

@@ -7,25 +7,31 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
 // heldWrites is an admission webhook that holds every request until released,
-// and counts the requests it holds at once.
+// and counts the requests it holds at once; it lets a Deployment named
+// inForceProbe through at once, noting that it saw one.
 type heldWrites struct {
 	release chan struct{}
+	probed  atomic.Bool
 
 	mu          sync.Mutex
 	held, most  int
@@ -36,6 +42,11 @@ func (h *heldWrites) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	review := &admissionv1.AdmissionReview{}
 	if err := json.NewDecoder(r.Body).Decode(review); err != nil || review.Request == nil {
 		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	if review.Request.Name == inForceProbe {
+		h.probed.Store(true)
+		h.answer(w, review)
 		return
 	}
 	h.mu.Lock()
@@ -49,9 +60,37 @@ func (h *heldWrites) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.held--
 	h.mu.Unlock()
+	h.answer(w, review)
+}
+
+// answer allows the request of review.
+func (h *heldWrites) answer(w http.ResponseWriter, review *admissionv1.AdmissionReview) {
 	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 	review.Request = nil
 	_ = json.NewEncoder(w).Encode(review)
+}
+
+// inForceProbe names the Deployment whose dry-run creation shows that a
+// heldWrites webhook is in force.
+const inForceProbe = "held-writes-probe"
+
+// holdDeploymentWritesInForce is holdDeploymentWrites, returning once cp's
+// API server calls the webhook for the Deployments of ns.
+func holdDeploymentWritesInForce(t *testing.T, cp *fleet.ControlPlane, ns string) *heldWrites {
+	t.Helper()
+	ensureNamespace(t, cp, ns)
+	h := holdDeploymentWrites(t, cp, ns)
+	labels := map[string]string{"app": inForceProbe}
+	probe := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: inForceProbe}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: v1alpha1.DefaultWidgetImage}}}},
+	}}
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(cp.Client.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)).To(Succeed())
+		g.Expect(h.probed.Load()).To(BeTrue(), "the webhook saw the probe")
+	}, eventually, poll).Should(Succeed())
+	return h
 }
 
 func (h *heldWrites) counts() (held, most int) {
@@ -101,16 +140,32 @@ func holdDeploymentWrites(t *testing.T, cp *fleet.ControlPlane, ns string) *held
 	return h
 }
 
+// The worker bounds of the default flags, as docs/manager.md and
+// docs/fault-matrix.md state them: 32 workers, of which one member holds at
+// most 24.
+const (
+	documentedWorkers   = 32
+	documentedPerMember = 24
+)
+
+// documentedPerMemberBound fails t unless opts are the default worker flags,
+// and returns the bound on one member's workers that the docs state for them.
+func documentedPerMemberBound(t *testing.T, opts app.Options) int {
+	t.Helper()
+	if opts.MaxConcurrentReconciles != documentedWorkers || opts.MaxConcurrentReconcilesPerMember != 0 {
+		t.Fatalf("the manager runs %d workers, %d per member: the documented defaults are %d and 0 (three quarters, %d)",
+			opts.MaxConcurrentReconciles, opts.MaxConcurrentReconcilesPerMember, documentedWorkers, documentedPerMember)
+	}
+	return documentedPerMember
+}
+
 // A member whose writes hang holds at most its share of the shared workers:
 // another member's change is reconciled while every worker the hanging member
 // may use waits on it, and once its writes go through nothing of it is lost.
 func TestHangingMemberLeavesWorkersToOthers(t *testing.T) {
 	const ns, widgets = "held", 30
 	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
-	bound := managerOptions().ReconcilesPerMember()
-	if bound >= managerOptions().MaxConcurrentReconciles {
-		t.Fatalf("the suite's manager gives one member every worker (%d of %d)", bound, managerOptions().MaxConcurrentReconciles)
-	}
+	bound := documentedPerMemberBound(t, managerOptions())
 	ensureNamespace(t, alpha, ns)
 	hook := holdDeploymentWrites(t, alpha, ns)
 	register(t, "alpha", alpha)
