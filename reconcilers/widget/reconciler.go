@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -57,6 +58,9 @@ type Reconciler struct {
 	// MaxConcurrentReconcilesPerMember is how many of them one member may hold;
 	// zero means three quarters of MaxConcurrentReconciles.
 	MaxConcurrentReconcilesPerMember int
+	// ReconcileTimeout is the deadline of each reconcile; zero means
+	// controller.DefaultReconcileTimeout.
+	ReconcileTimeout time.Duration
 }
 
 // SetupWithManager registers the Widget controller; it engages every member the manager engages.
@@ -73,6 +77,7 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Reconciler:                       r,
 		MaxConcurrentReconciles:          r.MaxConcurrentReconciles,
 		MaxConcurrentReconcilesPerMember: r.MaxConcurrentReconcilesPerMember,
+		ReconcileTimeout:                 r.ReconcileTimeout,
 		Outcomes:                         r.Outcomes,
 		LogConstructor: func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {

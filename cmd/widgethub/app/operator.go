@@ -63,7 +63,9 @@ type Options struct {
 	// MaxConcurrentReconcilesPerMember bounds one member's share of the
 	// workers; zero means three quarters of MaxConcurrentReconciles.
 	MaxConcurrentReconcilesPerMember int
-	AllowCredentialPlugins           bool
+	// ReconcileTimeout is the deadline of each Widget reconcile.
+	ReconcileTimeout       time.Duration
+	AllowCredentialPlugins bool
 	// AllowInsecureMembers accepts kubeconfigs that skip TLS verification or use http://.
 	AllowInsecureMembers bool
 	// AllowLinkLocalMembers lets members be reached at link-local and cloud metadata addresses.
@@ -125,6 +127,7 @@ func DefaultOptions() Options {
 		MemberMaxObjects:         DefaultMemberMaxObjects,
 		MemberRequestTimeout:     clusters.DefaultRequestTimeout,
 		MaxConcurrentReconciles:  DefaultMaxConcurrentReconciles,
+		ReconcileTimeout:         controller.DefaultReconcileTimeout,
 		ProbeInterval:            members.DefaultProbeInterval,
 		ProbeTimeout:             members.DefaultProbeTimeout,
 		ProbeFailureThreshold:    members.DefaultFailureThreshold,
@@ -172,6 +175,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Widget reconciles run at once across all members.")
 	fs.IntVar(&o.MaxConcurrentReconcilesPerMember, "max-concurrent-reconciles-per-member", o.MaxConcurrentReconcilesPerMember,
 		"Widget reconciles of one member run at once, so that a busy or hung member leaves workers to the others; 0 means three quarters of --max-concurrent-reconciles.")
+	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout,
+		"Deadline of each Widget reconcile: one that runs past it is cut short, retried, and counted in controller_runtime_reconcile_timeouts_total.")
 	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "Time between health probes of each engaged member.")
 	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "Bound on one health probe (and on the checks before a member is engaged).")
 	fs.IntVar(&o.ProbeFailureThreshold, "probe-failure-threshold", o.ProbeFailureThreshold,
@@ -309,6 +314,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		Outcomes:                         provider,
 		MaxConcurrentReconciles:          opts.MaxConcurrentReconciles,
 		MaxConcurrentReconcilesPerMember: opts.MaxConcurrentReconcilesPerMember,
+		ReconcileTimeout:                 opts.ReconcileTimeout,
 	}
 	if err := widgets.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up widget controller: %w", err)
