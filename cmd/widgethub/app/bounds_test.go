@@ -18,6 +18,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 const boundsNS = "bounds"
@@ -27,8 +28,8 @@ const boundsNS = "bounds"
 func boundsMember(t *testing.T) *fleet.ControlPlane {
 	t.Helper()
 	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
-	ensureNamespace(t, alpha, boundsNS)
+	hubtest.Register(t, "alpha", alpha)
+	hubtest.EnsureNamespace(t, alpha, boundsNS)
 	t.Cleanup(func() { deleteWidgetsAndDeployments(t, alpha) })
 	return alpha
 }
@@ -63,18 +64,18 @@ func expectRefused(t *testing.T, cp *fleet.ControlPlane, w *v1alpha1.Widget, wor
 func expectReconciled(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, replicas int32, image string) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
-		w := widget(g, cp, key)
-		d := deployment(g, cp, key)
+		w := hubtest.Widget(g, cp, key)
+		d := hubtest.Deployment(g, cp, key)
 		g.Expect(d.Spec.Replicas).To(Equal(ptr.To(replicas)))
 		g.Expect(d.Spec.Template.Spec.Containers).To(HaveLen(1))
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(image))
 		g.Expect(d.Labels).To(HaveKeyWithValue("app.kubernetes.io/instance", key.Name))
 		g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
-		ready := readyCondition(w)
+		ready := hubtest.ReadyCondition(w)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.ObservedGeneration).To(Equal(w.Generation))
 		g.Expect(ready.Reason).To(Equal(v1alpha1.WidgetProgressingReason), "message: %s", ready.Message)
-	}, eventually, poll).Should(Succeed(), "Widget %s", key)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "Widget %s", key)
 }
 
 func TestWidgetNameLongerThanALabelValueIsRefused(t *testing.T) {
@@ -106,16 +107,16 @@ func TestWidgetReplicasAreBounded(t *testing.T) {
 	expectReconciled(t, alpha, key, v1alpha1.MaxWidgetReplicas, v1alpha1.DefaultWidgetImage)
 
 	// Neither an update nor the scale subresource gets past the maximum.
-	over := widget(g, alpha, key)
+	over := hubtest.Widget(g, alpha, key)
 	over.Spec.Replicas = ptr.To(int32(v1alpha1.MaxWidgetReplicas + 1))
 	if err := alpha.Client.Update(ctx, over); !apierrors.IsInvalid(err) {
 		t.Errorf("updating spec.replicas to %d: got %v, want an Invalid error", v1alpha1.MaxWidgetReplicas+1, err)
 	}
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: v1alpha1.MaxWidgetReplicas + 1}}
-	if err := alpha.Client.SubResource("scale").Update(ctx, widget(g, alpha, key), client.WithSubResourceBody(scale)); !apierrors.IsInvalid(err) {
+	if err := alpha.Client.SubResource("scale").Update(ctx, hubtest.Widget(g, alpha, key), client.WithSubResourceBody(scale)); !apierrors.IsInvalid(err) {
 		t.Errorf("scaling to %d: got %v, want an Invalid error", v1alpha1.MaxWidgetReplicas+1, err)
 	}
-	g.Expect(widget(g, alpha, key).Spec.Replicas).To(Equal(ptr.To(int32(v1alpha1.MaxWidgetReplicas))))
+	g.Expect(hubtest.Widget(g, alpha, key).Spec.Replicas).To(Equal(ptr.To(int32(v1alpha1.MaxWidgetReplicas))))
 }
 
 func TestWidgetImageIsBounded(t *testing.T) {
@@ -167,24 +168,24 @@ func TestRefusedDeploymentIsReported(t *testing.T) {
 	g.Expect(alpha.Client.Create(ctx, foreign)).To(Succeed())
 	g.Expect(alpha.Client.Create(ctx, boundedWidget(key.Name, nil))).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		w := widget(g, alpha, key)
-		ready := readyCondition(w)
+		w := hubtest.Widget(g, alpha, key)
+		ready := hubtest.ReadyCondition(w)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Reason).To(Equal(v1alpha1.WidgetDeploymentFailedReason))
 		g.Expect(ready.Message).To(ContainSubstring("cannot write Deployment"))
 		g.Expect(ready.Message).To(ContainSubstring("spec.selector"))
 		g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	// The failed write is retried with backoff: once the other Deployment is
 	// gone the Widget gets its own. The backoff after a few seconds of
 	// failures is seconds long, hence the longer bound.
 	g.Expect(alpha.Client.Delete(ctx, foreign, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		d := deployment(g, alpha, key)
+		d := hubtest.Deployment(g, alpha, key)
 		g.Expect(metav1.GetControllerOf(d)).NotTo(BeNil())
-		ready := readyCondition(widget(g, alpha, key))
+		ready := hubtest.ReadyCondition(hubtest.Widget(g, alpha, key))
 		g.Expect(ready.Reason).To(Equal(v1alpha1.WidgetProgressingReason), "message: %s", ready.Message)
-	}, 2*time.Minute, poll).Should(Succeed())
+	}, 2*time.Minute, hubtest.Poll).Should(Succeed())
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // The ClusterProfile tests run a manager of their own, with its own
@@ -67,7 +68,7 @@ func profiled(t *testing.T) (a, b *fleet.ControlPlane) {
 		if planes, profiledMembersErr = testFleet.AddMembers("profiled-a", "profiled-b"); profiledMembersErr == nil {
 			copy(profiledMembers[:], planes)
 			for _, p := range planes {
-				credentials.addKubeconfig(p.Kubeconfig)
+				fleet.HandOverKubeconfig(p.Kubeconfig)
 			}
 		}
 	})
@@ -148,7 +149,7 @@ func startProfileHub(t *testing.T) *profileHub {
 	if err := os.Mkdir(h.runs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wrapper := writeFile(t, dir, "credential.sh", fmt.Appendf(nil, "#!/bin/sh\nprintf '%%s' \"$KUBERNETES_EXEC_INFO\" >%s/$$\nexec %s \"$@\"\n", h.runs, credentialPlugin))
+	wrapper := hubtest.WriteFile(t, dir, "credential.sh", fmt.Appendf(nil, "#!/bin/sh\nprintf '%%s' \"$KUBERNETES_EXEC_INFO\" >%s/$$\nexec %s \"$@\"\n", h.runs, credentialPlugin))
 	if err := os.Chmod(wrapper, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -192,9 +193,9 @@ func (h *profileHub) grant(t *testing.T, name string, member *fleet.ControlPlane
 // hands member's token to whoever asks for server.
 func (h *profileHub) grantAt(t *testing.T, name string, member *fleet.ControlPlane, server string) {
 	t.Helper()
-	installMemberRole(t, member)
-	token := serviceAccountToken(t, member, "widgethub", "widgethub-member")
-	credentials.add(token) // the plugin hands it to the manager process
+	hubtest.InstallMemberRole(t, member)
+	token := hubtest.ServiceAccountToken(t, member, "widgethub", "widgethub-member")
+	fleet.HandOver(token) // the plugin hands it to the manager process
 	if err := os.MkdirAll(filepath.Join(h.tokens, name), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -281,11 +282,11 @@ func expectProfileMember(t *testing.T, name, kind string, status metav1.Conditio
 		owner := metav1.GetControllerOf(mc)
 		g.Expect(owner).NotTo(BeNil())
 		g.Expect(owner.Kind).To(Equal(kind))
-		ready := readyConditionOf(mc)
+		ready := hubtest.ReadyConditionOf(mc)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(status))
 		g.Expect(ready.Reason).To(Equal(reason), "message: %s", ready.Message)
-	}, eventually, poll).Should(Succeed(), "MemberCluster %s/%s", profileNS, name)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "MemberCluster %s/%s", profileNS, name)
 	return mc
 }
 
@@ -306,7 +307,7 @@ func expectProfileEvent(t *testing.T, name, reason string) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(profileEvents(g, name)).To(ContainElement(HaveField("Reason", reason)))
-	}, eventually, poll).Should(Succeed(), "an Event %s on ClusterProfile %s", reason, name)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "an Event %s on ClusterProfile %s", reason, name)
 }
 
 func TestClusterProfileRegistersAMemberThroughItsAccessProvider(t *testing.T) {
@@ -317,26 +318,26 @@ func TestClusterProfileRegistersAMemberThroughItsAccessProvider(t *testing.T) {
 	createProfile(t, "cp-alpha", accessProvider(profileProvider, "cp-alpha", alpha))
 
 	mc := expectProfileMember(t, "cp-alpha", "ClusterProfile", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	g.Expect(readyConditionOf(mc).Message).To(ContainSubstring(profileProvider))
+	g.Expect(hubtest.ReadyConditionOf(mc).Message).To(ContainSubstring(profileProvider))
 	g.Expect(mc.Status.KubernetesVersion).NotTo(BeEmpty())
 
 	// Its Widgets are reconciled through the shared queue, as a Secret's are.
-	key := createShopWidget(t, alpha, "profiled", 2)
+	key := hubtest.CreateShopWidget(t, alpha, "profiled", 2)
 	g.Eventually(func(g Gomega) {
-		g.Expect(deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To[int32](2)))
-	}, eventually, poll).Should(Succeed())
-	setAvailable(t, alpha, key, 2)
-	expectWidgetStatus(t, alpha, key, 2, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason, "")
+		g.Expect(hubtest.Deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To[int32](2)))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
+	hubtest.SetAvailable(t, alpha, key, 2)
+	hubtest.ExpectWidgetStatus(t, alpha, key, 2, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason, "")
 	g.Eventually(func(g Gomega) {
 		ready, ok := scrapeMetrics(g, h.metrics).value("widgethub_member_ready", "cluster", "cp-alpha")
 		g.Expect(ok && ready == 1).To(BeTrue(), "widgethub_member_ready{cluster=cp-alpha} is 1")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	// Deleting the ClusterProfile disengages the member and leaves nothing.
 	deleteProfile(t, "cp-alpha")
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(profileClient.Get(context.Background(), types.NamespacedName{Namespace: profileNS, Name: "cp-alpha"}, &v1alpha1.MemberCluster{}))
-	}, eventually, poll).Should(BeTrue(), "the MemberCluster of a deleted ClusterProfile")
+	}, hubtest.Within, hubtest.Poll).Should(BeTrue(), "the MemberCluster of a deleted ClusterProfile")
 	g.Eventually(func(g Gomega) {
 		var left []string
 		for _, s := range scrapeMetrics(g, h.metrics).series {
@@ -345,13 +346,13 @@ func TestClusterProfileRegistersAMemberThroughItsAccessProvider(t *testing.T) {
 			}
 		}
 		g.Expect(left).To(BeEmpty())
-	}, eventually, poll).Should(Succeed(), "metric series of a deleted ClusterProfile's member")
-	w := widget(g, alpha, key)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "metric series of a deleted ClusterProfile's member")
+	w := hubtest.Widget(g, alpha, key)
 	w.Spec.Replicas = ptr.To[int32](5)
 	g.Expect(alpha.Client.Update(context.Background(), w)).To(Succeed())
 	g.Consistently(func(g Gomega) {
-		g.Expect(deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To[int32](2)))
-	}, quietFor, poll).Should(Succeed(), "a change in the member of a deleted ClusterProfile was reconciled")
+		g.Expect(hubtest.Deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To[int32](2)))
+	}, hubtest.QuietFor, hubtest.Poll).Should(Succeed(), "a change in the member of a deleted ClusterProfile was reconciled")
 }
 
 func TestClusterProfileWithoutAConfiguredAccessProviderIsReported(t *testing.T) {
@@ -362,7 +363,7 @@ func TestClusterProfileWithoutAConfiguredAccessProviderIsReported(t *testing.T) 
 
 	mc := expectProfileMember(t, "cp-unknown", "ClusterProfile", metav1.ConditionFalse, v1alpha1.MemberNoAccessProviderReason)
 	g := NewWithT(t)
-	g.Expect(readyConditionOf(mc).Message).To(And(ContainSubstring("someone-elses-provider"), ContainSubstring(profileProvider)))
+	g.Expect(hubtest.ReadyConditionOf(mc).Message).To(And(ContainSubstring("someone-elses-provider"), ContainSubstring(profileProvider)))
 	stalled := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberStalled)
 	g.Expect(stalled).NotTo(BeNil())
 	g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
@@ -388,22 +389,22 @@ func TestSecretKeepsAMemberNameAClusterProfileClaimsToo(t *testing.T) {
 		g.Expect(conflict).NotTo(BeNil())
 		g.Expect(conflict.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(conflict.Message).To(ContainSubstring("ClusterProfile " + profileNS + "/cp-shared"))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	expectProfileEvent(t, "cp-shared", v1alpha1.MemberNameConflictReason)
 
 	// The member is the Secret's: beta's Widgets are reconciled, alpha's not.
-	key := createShopWidget(t, beta, "shared-beta", 1)
-	g.Eventually(func(g Gomega) { deployment(g, beta, key) }, eventually, poll).Should(Succeed())
-	onAlpha := createShopWidget(t, alpha, "shared-alpha", 1)
+	key := hubtest.CreateShopWidget(t, beta, "shared-beta", 1)
+	g.Eventually(func(g Gomega) { hubtest.Deployment(g, beta, key) }, hubtest.Within, hubtest.Poll).Should(Succeed())
+	onAlpha := hubtest.CreateShopWidget(t, alpha, "shared-alpha", 1)
 	g.Consistently(func() bool {
 		return apierrors.IsNotFound(alpha.Client.Get(context.Background(), onAlpha, &appsv1.Deployment{}))
-	}, quietFor, poll).Should(BeTrue(), "the ClusterProfile's member was served while the Secret held its name")
+	}, hubtest.QuietFor, hubtest.Poll).Should(BeTrue(), "the ClusterProfile's member was served while the Secret held its name")
 
 	// The Secret goes: the ClusterProfile takes the name, and the conflict is over.
 	g.Expect(profileClient.Delete(context.Background(), secret)).To(Succeed())
 	mc = expectProfileMember(t, "cp-shared", "ClusterProfile", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	g.Expect(meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberNameConflict)).To(BeNil())
-	g.Eventually(func(g Gomega) { deployment(g, alpha, onAlpha) }, eventually, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { hubtest.Deployment(g, alpha, onAlpha) }, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
@@ -431,9 +432,9 @@ func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
 	}
 
 	// Files, proxies and plain http are refused before anything is run or
-	// sent: the server each names is a recorder for which the plugin would
+	// sent: the server each names is a hubtest.Recorder for which the plugin would
 	// hand out a token, and no plugin run names them (checked at the end).
-	server, plain, proxy := newRecorder(t, true), newRecorder(t, false), newRecorder(t, false)
+	server, plain, proxy := hubtest.NewRecorder(t, true), hubtest.NewRecorder(t, false), hubtest.NewRecorder(t, false)
 	refused := map[string]func(c *clientcmdv1.Cluster){
 		"cp-ca-file": func(c *clientcmdv1.Cluster) {
 			c.CertificateAuthorityData, c.CertificateAuthority = nil, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -444,7 +445,7 @@ func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
 	}
 	for name, edit := range refused {
 		p := accessProvider(profileProvider, name, gamma)
-		p.Cluster.Server, p.Cluster.CertificateAuthorityData = server.URL, server.caPEM()
+		p.Cluster.Server, p.Cluster.CertificateAuthorityData = server.URL, server.CAPEM()
 		edit(&p.Cluster)
 		h.grantAt(t, name, gamma, p.Cluster.Server)
 		createProfile(t, name, p)
@@ -455,28 +456,28 @@ func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
 	// gets nothing: the plugin binds each token to its member's server.
 	// Once the hub has run the plugin for it and reported it, it stays not
 	// Ready and its server hears nothing.
-	borrower := newRecorder(t, true)
+	borrower := hubtest.NewRecorder(t, true)
 	p := accessProvider(profileProvider, "cp-args", gamma)
-	p.Cluster.Server, p.Cluster.CertificateAuthorityData = borrower.URL, borrower.caPEM()
+	p.Cluster.Server, p.Cluster.CertificateAuthorityData = borrower.URL, borrower.CAPEM()
 	createProfile(t, "cp-borrower", p)
 	g.Eventually(func(g Gomega) {
 		g.Expect(h.pluginRuns(g)).To(ContainElement(pluginRun{server: borrower.URL, member: "cp-args"}))
-	}, eventually, poll).Should(Succeed(), "the access provider's command run for the borrower's server")
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "the access provider's command run for the borrower's server")
 	mc := expectProfileMember(t, "cp-borrower", "ClusterProfile", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
-	t.Logf("the borrower: %s", readyConditionOf(mc).Message)
+	t.Logf("the borrower: %s", hubtest.ReadyConditionOf(mc).Message)
 	g.Consistently(func(g Gomega) {
 		g.Expect(profileClient.Get(context.Background(), client.ObjectKeyFromObject(mc), mc)).To(Succeed())
-		g.Expect(readyConditionOf(mc).Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(borrower.conns.Load()).To(BeZero(), "connections to the borrower's server")
-	}, 3*time.Second, poll).Should(Succeed())
+		g.Expect(hubtest.ReadyConditionOf(mc).Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(borrower.Conns.Load()).To(BeZero(), "connections to the borrower's server")
+	}, 3*time.Second, hubtest.Poll).Should(Succeed())
 
 	for _, run := range h.pluginRuns(g) {
 		if _, ok := refused[run.member]; ok {
 			t.Errorf("the access provider's command ran for the refused profile %s (server %s)", run.member, run.server)
 		}
 	}
-	for what, r := range map[string]*recorder{"server": server, "plain-http server": plain, "proxy": proxy} {
-		if c, n := r.conns.Load(), r.requests.Load(); c != 0 || n != 0 {
+	for what, r := range map[string]*hubtest.Recorder{"server": server, "plain-http server": plain, "proxy": proxy} {
+		if c, n := r.Conns.Load(), r.Requests.Load(); c != 0 || n != 0 {
 			t.Errorf("the %s named by refused profiles got %d connections and %d requests, want none", what, c, n)
 		}
 	}
@@ -489,7 +490,7 @@ func preloadMarker(t *testing.T) (so, marker string) {
 	t.Helper()
 	dir := t.TempDir()
 	marker = filepath.Join(dir, "loaded")
-	src := writeFile(t, dir, "marker.c", fmt.Appendf(nil, "#include <fcntl.h>\n#include <unistd.h>\n"+
+	src := hubtest.WriteFile(t, dir, "marker.c", fmt.Appendf(nil, "#include <fcntl.h>\n#include <unistd.h>\n"+
 		"__attribute__((constructor)) static void mark(void) { close(open(%q, O_CREAT | O_WRONLY, 0600)); }\n", marker))
 	so = filepath.Join(dir, "marker.so")
 	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // table asks cp's API server for path as the Table that kubectl get prints,
@@ -64,11 +65,11 @@ func table(g Gomega, cp *fleet.ControlPlane, path string, wide bool) ([]string, 
 func TestGetShowsThePrinterColumns(t *testing.T) {
 	g := NewWithT(t)
 	alpha := testFleet.Member("alpha")
-	registerEngaged(t, "alpha", alpha)
-	key := createShopWidget(t, alpha, "columns", 3)
-	expectWidgetStatus(t, alpha, key, 0, metav1.ConditionFalse, v1alpha1.WidgetProgressingReason, "")
-	setAvailable(t, alpha, key, 2)
-	expectWidgetStatus(t, alpha, key, 2, metav1.ConditionFalse, "", "2/3 replicas available")
+	hubtest.RegisterEngaged(t, "alpha", alpha)
+	key := hubtest.CreateShopWidget(t, alpha, "columns", 3)
+	hubtest.ExpectWidgetStatus(t, alpha, key, 0, metav1.ConditionFalse, v1alpha1.WidgetProgressingReason, "")
+	hubtest.SetAvailable(t, alpha, key, 2)
+	hubtest.ExpectWidgetStatus(t, alpha, key, 2, metav1.ConditionFalse, "", "2/3 replicas available")
 
 	widgets := "/apis/widgethub.io/v1alpha1/namespaces/shop/widgets"
 	g.Eventually(func(g Gomega) {
@@ -77,10 +78,10 @@ func TestGetShowsThePrinterColumns(t *testing.T) {
 		g.Expect(rows).To(HaveKey("columns"))
 		g.Expect(rows["columns"][:4]).To(Equal([]any{"columns", float64(3), float64(2), "False"}))
 		g.Expect(rows["columns"][4]).To(MatchRegexp(`^[0-9]+s$`), "Age")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
-	setAvailable(t, alpha, key, 3)
-	expectWidgetStatus(t, alpha, key, 3, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason, "")
+	hubtest.SetAvailable(t, alpha, key, 3)
+	hubtest.ExpectWidgetStatus(t, alpha, key, 3, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason, "")
 	columns, rows := table(g, alpha, widgets, false)
 	g.Expect(columns).To(HaveLen(5))
 	g.Expect(rows["columns"][1:4]).To(Equal([]any{float64(3), float64(3), "True"}))
@@ -89,11 +90,11 @@ func TestGetShowsThePrinterColumns(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		columns, rows := table(g, testFleet.Hub, members, true)
 		g.Expect(columns).To(Equal([]string{"Name", "Ready", "Reason", "Version", "Widgets", "Served-By", "Age"}))
-		mc := memberCluster(g, "alpha")
+		mc := hubtest.MemberCluster(g, "alpha")
 		g.Expect(rows["alpha"][:6]).To(Equal([]any{"alpha", "True", v1alpha1.MemberEngagedReason, "v1.36.3", float64(mc.Status.Widgets), nil}),
 			"alpha, served without sharding: Served-By empty")
 		g.Expect(mc.Status.Widgets).To(BeNumerically(">=", 1))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	columns, _ = table(g, testFleet.Hub, members, false)
 	g.Expect(columns).To(Equal([]string{"Name", "Ready", "Reason", "Version", "Widgets", "Age"}))
 }

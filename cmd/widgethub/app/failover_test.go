@@ -29,6 +29,7 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	widgetreconciler "github.com/widgethub/widgethub/reconcilers/widget"
 )
 
@@ -146,7 +147,7 @@ func killLeaderWhenBusy(ctx context.Context, t *testing.T, member *fleet.Control
 		deployments := &appsv1.DeploymentList{}
 		g.Expect(member.Client.List(ctx, deployments, client.InNamespace(floodNS))).To(Succeed())
 		g.Expect(len(deployments.Items)).To(BeNumerically(">=", floodWidgets/2))
-	}, 2*time.Minute, poll).Should(Succeed(), "the leader reconciles the flood")
+	}, 2*time.Minute, hubtest.Poll).Should(Succeed(), "the leader reconciles the flood")
 	g.Expect(standby.writesBeforeLease()).To(BeZero(), "the standby wrote Deployments before it held the Lease")
 
 	killedAt := time.Now()
@@ -167,7 +168,7 @@ func expectLeaderStatus(t *testing.T, p *managerProcess, addr string, want float
 		v, ok := scrapeMetrics(g, addr).value("leader_election_master_status", "name", documentedLease)
 		g.Expect(ok).To(BeTrue(), "leader_election_master_status{name=%q} is served", documentedLease)
 		g.Expect(v).To(Equal(want))
-	}, eventually, poll).Should(Succeed(), "leader_election_master_status of %s", p.name)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "leader_election_master_status of %s", p.name)
 }
 
 // expectTakeover checks that the standby takes the Lease from holder once it
@@ -182,7 +183,7 @@ func expectTakeover(t *testing.T, standby *managerProcess, holder string, histor
 		g.Expect(newHolder).NotTo(Equal(holder))
 	}, takeoverBound, 50*time.Millisecond).Should(Succeed(), "the standby takes the Lease")
 	takeover := time.Since(killedAt)
-	g.Eventually(standby.acquiredLease, eventually, poll).Should(BeTrue(),
+	g.Eventually(standby.acquiredLease, hubtest.Within, hubtest.Poll).Should(BeTrue(),
 		"the Lease holder %s is not the standby", newHolder)
 	t.Logf("takeover: the standby %s holds the Lease %s after the SIGKILL", standby.name, takeover.Round(10*time.Millisecond))
 	var firstWrite time.Duration
@@ -190,7 +191,7 @@ func expectTakeover(t *testing.T, standby *managerProcess, holder string, histor
 		at, ok := history.firstWriteAfter(killedAt.Add(time.Second)) // the dead leader's last requests are done by then
 		g.Expect(ok).To(BeTrue())
 		firstWrite = at.Sub(killedAt)
-	}, eventually, poll).Should(Succeed(), "the new leader writes Deployments")
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "the new leader writes Deployments")
 	t.Logf("the new leader's first Deployment write came %s after the SIGKILL", firstWrite.Round(10*time.Millisecond))
 }
 
@@ -211,14 +212,14 @@ func expectLastChangeLands(ctx context.Context, t *testing.T, member *fleet.Cont
 		g.Expect(widgets.Items).To(HaveLen(floodWidgets))
 		for _, w := range widgets.Items {
 			key := types.NamespacedName{Namespace: floodNS, Name: w.Name}
-			d := deployment(g, member, key)
+			d := hubtest.Deployment(g, member, key)
 			g.Expect(d.Spec.Replicas).To(Equal(ptr.To(final)), "Deployment %s", w.Name)
 			g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal(finalImage), "Deployment %s", w.Name)
 			g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation), "Widget %s", w.Name)
-			g.Expect(readyCondition(&w)).NotTo(BeNil(), "Widget %s", w.Name)
-			g.Expect(readyCondition(&w).ObservedGeneration).To(Equal(w.Generation), "Widget %s", w.Name)
+			g.Expect(hubtest.ReadyCondition(&w)).NotTo(BeNil(), "Widget %s", w.Name)
+			g.Expect(hubtest.ReadyCondition(&w).ObservedGeneration).To(Equal(w.Generation), "Widget %s", w.Name)
 		}
-	}, convergeBound, poll).Should(Succeed(), "every Widget converges under the new leader")
+	}, convergeBound, hubtest.Poll).Should(Succeed(), "every Widget converges under the new leader")
 	t.Logf("the last change to all %d Widgets landed %s after it was made", floodWidgets, time.Since(lastChange).Round(10*time.Millisecond))
 	return widgets
 }
@@ -233,7 +234,7 @@ func expectOneWriterInOrder(t *testing.T, member *fleet.ControlPlane, widgets *v
 	for _, w := range widgets.Items {
 		// Created at replicas 1, one change per later round, and the last change.
 		g.Expect(w.Generation).To(Equal(int64(rounds)+1), "Widget %s: the flood's changes", w.Name)
-		d := deployment(g, member, types.NamespacedName{Namespace: floodNS, Name: w.Name})
+		d := hubtest.Deployment(g, member, types.NamespacedName{Namespace: floodNS, Name: w.Name})
 		g.Expect(d.ManagedFields).To(HaveLen(1), "Deployment %s: %v", w.Name, d.ManagedFields)
 		g.Expect(d.ManagedFields[0].Manager).To(Equal(widgetreconciler.FieldManager))
 		g.Expect(d.ManagedFields[0].Operation).To(Equal(metav1.ManagedFieldsOperationApply))
@@ -367,7 +368,7 @@ func waitForLeader(t *testing.T, procs []*managerProcess) (leader, standby *mana
 		}
 		g.Expect(leaders).To(HaveLen(1), "processes that acquired the Lease")
 		leader = leaders[0]
-	}, 2*time.Minute, poll).Should(Succeed())
+	}, 2*time.Minute, hubtest.Poll).Should(Succeed())
 	return leader, standby, holder
 }
 

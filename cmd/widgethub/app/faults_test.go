@@ -3,224 +3,25 @@ package app_test
 import (
 	"context"
 	"net"
-	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
-
-// hostPort is the host:port of cp's API server.
-func hostPort(t *testing.T, cp *fleet.ControlPlane) string {
-	u, err := url.Parse(cp.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Host
-}
-
-// memberCluster returns the hub's MemberCluster called name.
-func memberCluster(g Gomega, name string) *v1alpha1.MemberCluster {
-	mc := &v1alpha1.MemberCluster{}
-	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: name}, mc)).To(Succeed())
-	return mc
-}
-
-// expectMemberReady waits until name's Ready condition has status and reason,
-// with a message containing each of words.
-func expectMemberReady(t *testing.T, name string, status metav1.ConditionStatus, reason string, words ...string) *v1alpha1.MemberCluster {
-	t.Helper()
-	var mc *v1alpha1.MemberCluster
-	NewWithT(t).Eventually(func(g Gomega) {
-		mc = memberCluster(g, name)
-		ready := readyConditionOf(mc)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(status))
-		g.Expect(ready.Reason).To(Equal(reason), "message: %s", ready.Message)
-		for _, w := range words {
-			g.Expect(ready.Message).To(ContainSubstring(w))
-		}
-	}, eventually, poll).Should(Succeed(), "MemberCluster %s", name)
-	return mc
-}
-
-func readyConditionOf(mc *v1alpha1.MemberCluster) *metav1.Condition {
-	for i := range mc.Status.Conditions {
-		if mc.Status.Conditions[i].Type == v1alpha1.MemberReady {
-			return &mc.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func registerData(t *testing.T, name string, data map[string][]byte) {
-	t.Helper()
-	secret := registration.NewSecret(hubNS, name, nil)
-	secret.Data = data
-	if err := testFleet.Hub.Client.Create(context.Background(), secret); err != nil {
-		t.Fatalf("create Secret %s: %v", name, err)
-	}
-	t.Cleanup(func() { unregister(t, name) })
-}
-
-func editKubeconfig(t *testing.T, kubeconfig []byte, edit func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo)) []byte {
-	t.Helper()
-	out, err := fleet.EditKubeconfig(kubeconfig, edit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// tokenKubeconfig is cp's kubeconfig authenticating with token instead of a client certificate.
-func tokenKubeconfig(t *testing.T, cp *fleet.ControlPlane, token string) []byte {
-	credentials.add(token)
-	return editKubeconfig(t, cp.Kubeconfig, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
-		u.ClientCertificateData, u.ClientKeyData, u.Token = nil, nil, token
-	})
-}
-
-// serviceAccountToken creates a ServiceAccount in cp (bound to clusterRole
-// unless empty) and mints a token for it.
-func serviceAccountToken(t *testing.T, cp *fleet.ControlPlane, name, clusterRole string) string {
-	t.Helper()
-	ctx := context.Background()
-	ensureNamespace(t, cp, "widgethub-system")
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "widgethub-system", Name: name}}
-	if err := cp.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	if clusterRole != "" {
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: sa.Namespace, Name: sa.Name}},
-		}
-		if err := cp.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	return mintToken(t, cp, sa.Namespace, sa.Name)
-}
-
-// tcpProxied puts a fleet.Proxy (TCP, which a test can take down or hang)
-// in front of cp for the rest of the test and returns it with cp's admin
-// kubeconfig pointed at it.
-func tcpProxied(t *testing.T, cp *fleet.ControlPlane) (*fleet.Proxy, []byte) {
-	t.Helper()
-	proxy, err := fleet.NewProxy(hostPort(t, cp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Down)
-	return proxy, editKubeconfig(t, cp.Kubeconfig,
-		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() })
-}
-
-// frontKubeconfig is the kubeconfig of cp reached through front (a
-// fleet.HTTPProxy or fleet.Front, which a client certificate cannot pass) as
-// the ServiceAccount sa bound to the member role; the suite's log scans
-// look for its token.
-func frontKubeconfig(t *testing.T, front interface {
-	Kubeconfig(kubeconfig []byte, token string) ([]byte, error)
-}, cp *fleet.ControlPlane, sa string) []byte {
-	t.Helper()
-	installMemberRole(t, cp)
-	token := serviceAccountToken(t, cp, sa, "widgethub-member")
-	credentials.add(token)
-	kubeconfig, err := front.Kubeconfig(cp.Kubeconfig, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kubeconfig
-}
-
-// installMemberRole installs the member ClusterRole generated from the Widget reconciler's RBAC markers.
-func installMemberRole(t *testing.T, cp *fleet.ControlPlane) {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(fleet.CRDPaths()[0], "..", "..", "member-rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(data, role); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Client.Create(context.Background(), role); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
-// expectReconcilesPromptly changes a Widget in beta and waits for its
-// Deployment to follow: faults elsewhere must not hold healthy members up.
-func expectReconcilesPromptly(t *testing.T, name string, replicas int32) time.Duration {
-	t.Helper()
-	g := NewWithT(t)
-	beta := testFleet.Member("beta")
-	register(t, "beta", beta)
-	key := types.NamespacedName{Namespace: "shop", Name: name}
-	if err := beta.Client.Get(context.Background(), key, &v1alpha1.Widget{}); apierrors.IsNotFound(err) {
-		createWidget(t, beta, key.Namespace, key.Name, replicas)
-	} else {
-		g.Eventually(func(g Gomega) {
-			w := widget(g, beta, key)
-			w.Spec.Replicas = ptr.To(replicas)
-			g.Expect(beta.Client.Update(context.Background(), w)).To(Succeed())
-		}, eventually, poll).Should(Succeed())
-	}
-	start := time.Now()
-	g.Eventually(func(g Gomega) {
-		g.Expect(deployment(g, beta, key).Spec.Replicas).To(Equal(ptr.To(replicas)))
-	}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "a healthy member's change waited behind faulty members")
-	return time.Since(start)
-}
-
-// refusedRegistration is the data of a registration Secret the hub must
-// refuse, with the reason and the words of the Ready condition it reports.
-type refusedRegistration struct {
-	name, reason string
-	data         map[string][]byte
-	words        []string
-}
-
-// expectRefusedWhileServing registers each of regs as the Secret
-// prefix-name, checks that a healthy member's change is reconciled promptly
-// meanwhile (while says what the registrations go through), then, in a
-// subtest per registration, waits until its MemberCluster reports the
-// refusal and runs check with the Secret's name.
-func expectRefusedWhileServing(t *testing.T, prefix, while string, regs []refusedRegistration, check func(t *testing.T, secret string, mc *v1alpha1.MemberCluster)) {
-	t.Helper()
-	for _, r := range regs {
-		registerData(t, prefix+"-"+r.name, r.data)
-	}
-	took := expectReconcilesPromptly(t, "unbothered-by-"+prefix, 2)
-	t.Logf("healthy member reconciled a change in %s while %s", took, while)
-	for _, r := range regs {
-		t.Run(r.name, func(t *testing.T) {
-			mc := expectMemberReady(t, prefix+"-"+r.name, metav1.ConditionFalse, r.reason, r.words...)
-			check(t, prefix+"-"+r.name, mc)
-		})
-	}
-}
 
 func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
@@ -232,36 +33,36 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 	refusedAddr := refused.Addr().String()
 	_ = refused.Close() // nothing listens there any more
 
-	hanging, hangingKubeconfig := tcpProxied(t, alpha)
+	hanging, hangingKubeconfig := hubtest.TCPProxied(t, alpha)
 	hanging.Hang(true)
 
 	betaCA := func() []byte {
 		var ca []byte
-		editKubeconfig(t, beta.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { ca = c.CertificateAuthorityData })
+		hubtest.EditKubeconfig(t, beta.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { ca = c.CertificateAuthorityData })
 		return ca
 	}()
-	unprivileged := serviceAccountToken(t, alpha, "no-rights", "")
+	unprivileged := hubtest.ServiceAccountToken(t, alpha, "no-rights", "")
 
-	cases := []refusedRegistration{
-		{"garbage", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"kubeconfig": []byte("this is not a kubeconfig: [")}, []string{"kubeconfig"}},
-		{"no-key", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"config": alpha.Kubeconfig}, []string{`"kubeconfig" data key`}},
-		{"refused", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
-			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + refusedAddr })}, []string{"connection refused"}},
-		{"hanging", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": hangingKubeconfig}, nil},
-		{"wrong-ca", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
-			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.CertificateAuthorityData = betaCA })}, []string{"certificate"}},
-		{"bad-token", v1alpha1.MemberUnauthorizedReason, map[string][]byte{"kubeconfig": tokenKubeconfig(t, alpha, "not-a-valid-token-0123456789abcdef")}, []string{"401"}},
-		{"forbidden", v1alpha1.MemberForbiddenReason, map[string][]byte{"kubeconfig": tokenKubeconfig(t, alpha, unprivileged)}, []string{"403"}},
-		{"exec-plugin", v1alpha1.MemberExecPluginRefusedReason, map[string][]byte{"kubeconfig": editKubeconfig(t, alpha.Kubeconfig,
+	cases := []hubtest.RefusedRegistration{
+		hubtest.Refused("garbage", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"kubeconfig": []byte("this is not a kubeconfig: [")}, []string{"kubeconfig"}),
+		hubtest.Refused("no-key", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{"config": alpha.Kubeconfig}, []string{`"kubeconfig" data key`}),
+		hubtest.Refused("refused", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": hubtest.EditKubeconfig(t, alpha.Kubeconfig,
+			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + refusedAddr })}, []string{"connection refused"}),
+		hubtest.Refused("hanging", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": hangingKubeconfig}, nil),
+		hubtest.Refused("wrong-ca", v1alpha1.MemberUnreachableReason, map[string][]byte{"kubeconfig": hubtest.EditKubeconfig(t, alpha.Kubeconfig,
+			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.CertificateAuthorityData = betaCA })}, []string{"certificate"}),
+		hubtest.Refused("bad-token", v1alpha1.MemberUnauthorizedReason, map[string][]byte{"kubeconfig": hubtest.TokenKubeconfig(t, alpha, "not-a-valid-token-0123456789abcdef")}, []string{"401"}),
+		hubtest.Refused("forbidden", v1alpha1.MemberForbiddenReason, map[string][]byte{"kubeconfig": hubtest.TokenKubeconfig(t, alpha, unprivileged)}, []string{"403"}),
+		hubtest.Refused("exec-plugin", v1alpha1.MemberExecPluginRefusedReason, map[string][]byte{"kubeconfig": hubtest.EditKubeconfig(t, alpha.Kubeconfig,
 			func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
 				u.ClientCertificateData, u.ClientKeyData = nil, nil
 				u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/true", APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
-			})}, []string{"exec"}},
+			})}, []string{"exec"}),
 	}
-	expectRefusedWhileServing(t, "fault", "faulty registrations were tried", cases,
+	hubtest.ExpectRefusedWhileServing(t, "fault", "faulty registrations were tried", cases,
 		func(t *testing.T, secret string, mc *v1alpha1.MemberCluster) {
-			if leaked := credentials.foundIn(readyConditionOf(mc).Message); len(leaked) > 0 {
-				t.Fatalf("the status message reveals a credential: %s", readyConditionOf(mc).Message)
+			if leaked := fleet.LeakedIn(hubtest.ReadyConditionOf(mc).Message); len(leaked) > 0 {
+				t.Fatalf("the status message reveals a credential: %s", hubtest.ReadyConditionOf(mc).Message)
 			}
 			g := NewWithT(t)
 			owner := metav1.GetControllerOf(mc)
@@ -269,13 +70,13 @@ func TestFaultyRegistrationsAreReportedWithoutHarmingOthers(t *testing.T) {
 			g.Expect(owner.Kind).To(Equal("Secret"))
 			g.Expect(owner.Name).To(Equal(secret))
 		})
-	took := expectReconcilesPromptly(t, "unbothered-by-fault", 3)
+	took := hubtest.ExpectReconcilesPromptly(t, "unbothered-by-fault", 3)
 	t.Logf("healthy member reconciled a change in %s after the faults settled", took)
 
 	// The Secret carries an Event for the transition.
 	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(secretEventReasons(g, "fault-refused")).To(ContainElement(v1alpha1.MemberUnreachableReason))
-	}, eventually, poll).Should(Succeed())
+		g.Expect(hubtest.SecretEventReasons(g, "fault-refused")).To(ContainElement(v1alpha1.MemberUnreachableReason))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
@@ -284,14 +85,14 @@ func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
 	crds := envtest.CRDInstallOptions{Paths: fleet.CRDPaths()}
 	// Last, once bare is unregistered: bare without CRDs again.
 	t.Cleanup(func() { uninstallCRDs(t, bare, crds) })
-	registerData(t, "bare", map[string][]byte{"kubeconfig": bare.Kubeconfig})
-	expectMemberReady(t, "bare", metav1.ConditionFalse, v1alpha1.MemberWidgetCRDMissingReason, "Widget")
+	hubtest.RegisterData(t, "bare", map[string][]byte{"kubeconfig": bare.Kubeconfig})
+	hubtest.ExpectMemberReady(t, "bare", metav1.ConditionFalse, v1alpha1.MemberWidgetCRDMissingReason, "Widget")
 
 	if _, err := envtest.InstallCRDs(bare.Config, crds); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	mc := expectMemberReady(t, "bare", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	mc := hubtest.ExpectMemberReady(t, "bare", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	took := time.Since(start)
 	t.Logf("engaged %s after the CRD appeared", took.Round(time.Millisecond))
 	// docs/member-health.md (WidgetCRDMissing): "the member is engaged within
@@ -300,9 +101,9 @@ func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
 	g.Expect(took).To(BeNumerically("<", 15*time.Second), "docs/member-health.md promises engagement within 15s of the CRD appearing")
 	g.Expect(mc.Status.KubernetesVersion).To(Equal("v1.36.3"))
 
-	key := createShopWidget(t, bare, "late", 1)
-	g.Eventually(func(g Gomega) { deployment(g, bare, key) }, eventually, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(memberCluster(g, "bare").Status.Widgets).To(Equal(int32(1))) }, eventually, poll).Should(Succeed())
+	key := hubtest.CreateShopWidget(t, bare, "late", 1)
+	g.Eventually(func(g Gomega) { hubtest.Deployment(g, bare, key) }, hubtest.Within, hubtest.Poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(hubtest.MemberCluster(g, "bare").Status.Widgets).To(Equal(int32(1))) }, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 // uninstallCRDs deletes the CRDs of opts from cp, with every object of
@@ -318,21 +119,21 @@ func uninstallCRDs(t *testing.T, cp *fleet.ControlPlane, opts envtest.CRDInstall
 		crds.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinitionList"))
 		g.Expect(cp.Client.List(ctx, crds)).To(Succeed())
 		g.Expect(crds.Items).To(BeEmpty(), "CRDs of %s", cp.Name)
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
-	proxy, kubeconfig := tcpProxied(t, gamma)
-	registerData(t, "flaky", map[string][]byte{"kubeconfig": kubeconfig})
-	expectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	key := createShopWidget(t, gamma, "outage", 1)
-	g.Eventually(func(g Gomega) { deployment(g, gamma, key) }, eventually, poll).Should(Succeed())
+	proxy, kubeconfig := hubtest.TCPProxied(t, gamma)
+	hubtest.RegisterData(t, "flaky", map[string][]byte{"kubeconfig": kubeconfig})
+	hubtest.ExpectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := hubtest.CreateShopWidget(t, gamma, "outage", 1)
+	g.Eventually(func(g Gomega) { hubtest.Deployment(g, gamma, key) }, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	down := time.Now()
 	proxy.Down()
-	expectMemberReady(t, "flaky", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	hubtest.ExpectMemberReady(t, "flaky", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
 	toUnreachable := time.Since(down)
 	// One transition, one Event: the member was engaged once so far, so its
 	// Engaged Event is not a series (a reconcile that read the status from
@@ -340,7 +141,7 @@ func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 	// about an earlier run's Secret of that name do not count.
 	secret := &corev1.Secret{}
 	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "flaky"}, secret)).To(Succeed())
-	for _, e := range secretEventsV1(g, "flaky") {
+	for _, e := range hubtest.SecretEventsV1(g, "flaky") {
 		if e.Regarding.UID == secret.UID && e.Reason == v1alpha1.MemberEngagedReason && e.Series != nil {
 			t.Errorf("the Engaged Event of flaky is a series of %d after one engagement", e.Series.Count)
 		}
@@ -348,20 +149,20 @@ func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 
 	// A change made while the member is away.
 	g.Eventually(func(g Gomega) {
-		w := widget(g, gamma, key)
+		w := hubtest.Widget(g, gamma, key)
 		w.Spec.Replicas = ptr.To[int32](3)
 		g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	if err := proxy.Up(); err != nil {
 		t.Fatal(err)
 	}
 	up := time.Now()
-	expectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectMemberReady(t, "flaky", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	toReady := time.Since(up)
 	g.Eventually(func(g Gomega) {
-		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](3)))
-	}, eventually, poll).Should(Succeed(), "the change made during the outage was lost")
+		g.Expect(hubtest.Deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](3)))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "the change made during the outage was lost")
 	toReconciled := time.Since(up)
 
 	t.Logf("member death -> Unreachable: %s; return -> Ready: %s; return -> missed change reconciled: %s",
@@ -394,7 +195,7 @@ func expectTransitionEvents(t *testing.T, name string, down, up time.Time) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		var unreachable, engagedAgain bool
-		for _, e := range secretEventsV1(g, name) {
+		for _, e := range hubtest.SecretEventsV1(g, name) {
 			g.Expect(e.ReportingController).NotTo(BeEmpty(), "Event %s", e.Name)
 			switch {
 			case e.Reason == v1alpha1.MemberUnreachableReason && e.Type == corev1.EventTypeWarning:
@@ -405,20 +206,7 @@ func expectTransitionEvents(t *testing.T, name string, down, up time.Time) {
 		}
 		g.Expect(unreachable).To(BeTrue(), "a Warning Event Unreachable on Secret %s after the member went down", name)
 		g.Expect(engagedAgain).To(BeTrue(), "a Normal Event Engaged on Secret %s after the member came back", name)
-	}, eventually, poll).Should(Succeed())
-}
-
-// secretEventsV1 lists the hub's events.k8s.io Events about a registration Secret.
-func secretEventsV1(g Gomega, secret string) []eventsv1.Event {
-	list := &eventsv1.EventList{}
-	g.Expect(testFleet.Hub.Client.List(context.Background(), list, client.InNamespace(hubNS))).To(Succeed())
-	var events []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Secret" && e.Regarding.Name == secret {
-			events = append(events, e)
-		}
-	}
-	return events
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 // lastOccurrence is when e was last recorded: its series' last observation,
@@ -433,45 +221,45 @@ func lastOccurrence(e eventsv1.Event) time.Time {
 func TestRotatedTokenLosesNoChange(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
-	installMemberRole(t, gamma)
-	first := serviceAccountToken(t, gamma, "widgethub", "widgethub-member")
-	registerData(t, "rotating", map[string][]byte{"kubeconfig": tokenKubeconfig(t, gamma, first)})
-	expectMemberReady(t, "rotating", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	key := createShopWidget(t, gamma, "rotor", 1)
-	g.Eventually(func(g Gomega) { deployment(g, gamma, key) }, eventually, poll).Should(Succeed())
+	hubtest.InstallMemberRole(t, gamma)
+	first := hubtest.ServiceAccountToken(t, gamma, "widgethub", "widgethub-member")
+	hubtest.RegisterData(t, "rotating", map[string][]byte{"kubeconfig": hubtest.TokenKubeconfig(t, gamma, first)})
+	hubtest.ExpectMemberReady(t, "rotating", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := hubtest.CreateShopWidget(t, gamma, "rotor", 1)
+	g.Eventually(func(g Gomega) { hubtest.Deployment(g, gamma, key) }, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	// Rotate the token and change the Widget at the same moment.
-	second := serviceAccountToken(t, gamma, "widgethub", "widgethub-member")
+	second := hubtest.ServiceAccountToken(t, gamma, "widgethub", "widgethub-member")
 	g.Expect(first).NotTo(Equal(second))
 	secret := &corev1.Secret{}
 	g.Expect(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "rotating"}, secret)).To(Succeed())
-	secret.Data[registration.SecretKey] = tokenKubeconfig(t, gamma, second)
+	secret.Data[registration.SecretKey] = hubtest.TokenKubeconfig(t, gamma, second)
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
 	rotated := time.Now()
-	w := widget(g, gamma, key)
+	w := hubtest.Widget(g, gamma, key)
 	w.Spec.Replicas = ptr.To[int32](2)
 	g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](2)))
-	}, eventually, poll).Should(Succeed())
+		g.Expect(hubtest.Deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](2)))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	// Engaged as observed after the rotation, not the status from before it.
-	expectMemberReadySince(t, "rotating", rotated, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	w = widget(g, gamma, key)
+	hubtest.ExpectMemberReadySince(t, "rotating", rotated, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	w = hubtest.Widget(g, gamma, key)
 	w.Spec.Replicas = ptr.To[int32](4)
 	g.Expect(gamma.Client.Update(context.Background(), w)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](4)))
-	}, eventually, poll).Should(Succeed())
+		g.Expect(hubtest.Deployment(g, gamma, key).Spec.Replicas).To(Equal(ptr.To[int32](4)))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 func TestRegisterUnregisterCyclesLeaveNoGoroutine(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
-	before := takeGoroutineSnapshot()
+	before := hubtest.TakeGoroutineSnapshot()
 	var last types.UID
 	for i := range 20 {
-		register(t, "cycler", gamma)
+		hubtest.Register(t, "cycler", gamma)
 		// A fresh engagement: a MemberCluster owned by this cycle's Secret,
 		// written after the previous cycle's was deleted, which the hub does
 		// once it disengaged the member.
@@ -480,83 +268,14 @@ func TestRegisterUnregisterCyclesLeaveNoGoroutine(t *testing.T) {
 		g.Expect(secret.UID).NotTo(Equal(last), "cycle %d", i)
 		last = secret.UID
 		g.Eventually(func(g Gomega) {
-			mc := memberCluster(g, "cycler")
+			mc := hubtest.MemberCluster(g, "cycler")
 			owner := metav1.GetControllerOf(mc)
 			g.Expect(owner).NotTo(BeNil())
 			g.Expect(owner.UID).To(Equal(secret.UID), "the MemberCluster of an earlier cycle's Secret")
-			g.Expect(readyConditionOf(mc)).To(HaveField("Reason", v1alpha1.MemberEngagedReason))
-		}, eventually, poll).Should(Succeed(), "cycle %d: engaged afresh", i)
-		unregister(t, "cycler")
-		expectUnregistered(t, "cycler")
+			g.Expect(hubtest.ReadyConditionOf(mc)).To(HaveField("Reason", v1alpha1.MemberEngagedReason))
+		}, hubtest.Within, hubtest.Poll).Should(Succeed(), "cycle %d: engaged afresh", i)
+		hubtest.Unregister(t, "cycler")
+		hubtest.ExpectUnregistered(t, "cycler")
 	}
-	expectNoneLeftSince(t, before)
-}
-
-// expectUnregistered waits until the hub has acted on the removal of the
-// registration name: its MemberCluster is deleted, which the hub does after
-// it disengaged the member (stopped its caches and watches). The caller must
-// have seen the MemberCluster of that registration first: it is written
-// after the engagement, so it may still be missing just after one.
-func expectUnregistered(t *testing.T, name string) {
-	t.Helper()
-	NewWithT(t).Eventually(func() bool {
-		return apierrors.IsNotFound(testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: name}, &v1alpha1.MemberCluster{}))
-	}, eventually, poll).Should(BeTrue(), "the MemberCluster %s of a removed registration", name)
-}
-
-// expectUnregistrationsDone waits until the hub has acted on every removed
-// registration: each MemberCluster left has a labelled registration Secret.
-// Earlier tests remove theirs when they end; until the hub disengages them,
-// they may still reconcile their members' Widgets.
-func expectUnregistrationsDone(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	NewWithT(t).Eventually(func(g Gomega) {
-		list := &v1alpha1.MemberClusterList{}
-		g.Expect(testFleet.Hub.Client.List(ctx, list, client.InNamespace(hubNS))).To(Succeed())
-		for _, mc := range list.Items {
-			secret := &corev1.Secret{}
-			g.Expect(testFleet.Hub.Client.Get(ctx, client.ObjectKeyFromObject(&mc), secret)).To(Succeed(), "MemberCluster %s without its Secret", mc.Name)
-			g.Expect(secret.Labels).To(HaveKeyWithValue(registration.SecretLabel, "true"), "MemberCluster %s of an unlabelled Secret", mc.Name)
-		}
-	}, eventually, poll).Should(Succeed())
-}
-
-// expectMemberReadySince is expectMemberReady for a status written after
-// since: status.lastProbeTime (whole seconds) is later than since's second.
-func expectMemberReadySince(t *testing.T, name string, since time.Time, status metav1.ConditionStatus, reason string) *v1alpha1.MemberCluster {
-	t.Helper()
-	var mc *v1alpha1.MemberCluster
-	NewWithT(t).Eventually(func(g Gomega) {
-		mc = memberCluster(g, name)
-		g.Expect(mc.Status.LastProbeTime).NotTo(BeNil())
-		g.Expect(mc.Status.LastProbeTime.Time.After(since.Truncate(time.Second))).To(BeTrue(), "status written at %s, before %s", mc.Status.LastProbeTime, since)
-		ready := readyConditionOf(mc)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(status))
-		g.Expect(ready.Reason).To(Equal(reason), "message: %s", ready.Message)
-	}, eventually, poll).Should(Succeed(), "MemberCluster %s", name)
-	return mc
-}
-
-// secretEvents lists the hub Events about a registration Secret.
-func secretEvents(g Gomega, secret string) []corev1.Event {
-	list := &corev1.EventList{}
-	g.Expect(testFleet.Hub.Client.List(context.Background(), list, client.InNamespace(hubNS))).To(Succeed())
-	var events []corev1.Event
-	for _, e := range list.Items {
-		if e.InvolvedObject.Kind == "Secret" && e.InvolvedObject.Name == secret {
-			events = append(events, e)
-		}
-	}
-	return events
-}
-
-// secretEventReasons lists the reasons of the hub Events about a registration Secret.
-func secretEventReasons(g Gomega, secret string) []string {
-	var reasons []string
-	for _, e := range secretEvents(g, secret) {
-		reasons = append(reasons, e.Reason)
-	}
-	return reasons
+	hubtest.ExpectNoneLeftSince(t, before)
 }

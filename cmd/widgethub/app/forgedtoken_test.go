@@ -33,6 +33,7 @@ import (
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // forger is a TLS front to a real member that answers every TokenRequest
@@ -120,8 +121,8 @@ func (f *forger) forge(resp *http.Response) error {
 	if err != nil {
 		return err
 	}
-	credentials.add(real)
-	credentials.add(forged)
+	fleet.HandOver(real)
+	fleet.HandOver(forged)
 	f.mu.Lock()
 	f.real[forged] = real
 	f.mu.Unlock()
@@ -179,12 +180,12 @@ func TestForgedTokenClaimsAreRenewedOnTheHubsClock(t *testing.T) {
 	const name = "forger"
 	secret := joinRenewable(t, name)
 	// Through the front: the member's server, seen through a TLS front of its own.
-	secret.Data[registration.SecretKey] = editKubeconfig(t, secret.Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+	secret.Data[registration.SecretKey] = hubtest.EditKubeconfig(t, secret.Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
 		c.Server = front.URL
 		c.CertificateAuthorityData = pemOf(front.Certificate())
 	})
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
-	expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	// Every write of the registration that changes its kubeconfig.
 	hub, err := kubernetes.NewForConfig(testFleet.Hub.Config)
@@ -216,7 +217,7 @@ func TestForgedTokenClaimsAreRenewedOnTheHubsClock(t *testing.T) {
 
 	// The first renewal, of join's token, is due 12 s after join; from then
 	// on every token the member returns claims to be ten days old.
-	g.Eventually(count, 12*time.Second+eventually, poll).Should(BeNumerically(">=", 1))
+	g.Eventually(count, 12*time.Second+hubtest.Within, hubtest.Poll).Should(BeNumerically(">=", 1))
 	start, requestsBefore := time.Now(), front.tokenRequests.Load()
 	time.Sleep(time.Until(start.Add(time.Minute)))
 	n, requests := count()-1, front.tokenRequests.Load()-requestsBefore
@@ -232,8 +233,8 @@ func TestForgedTokenClaimsAreRenewedOnTheHubsClock(t *testing.T) {
 		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberImplausibleTokenReason))
 		g.Expect(cond.Message).To(ContainSubstring("before the hub asked for it"))
-	}, eventually, poll).Should(Succeed())
-	mc := expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
+	mc := hubtest.ExpectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	front.mu.Lock()
 	var tokens []string
 	for forged, real := range front.real {
@@ -241,6 +242,6 @@ func TestForgedTokenClaimsAreRenewedOnTheHubsClock(t *testing.T) {
 	}
 	front.mu.Unlock()
 	for _, c := range mc.Status.Conditions {
-		expectNoneOf(t, "MemberCluster condition "+c.Type, c.Message, tokens)
+		hubtest.ExpectNoneOf(t, "MemberCluster condition "+c.Type, c.Message, tokens)
 	}
 }

@@ -9,12 +9,9 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -32,6 +29,7 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -50,7 +48,7 @@ func deltaMember(t *testing.T) *fleet.ControlPlane {
 		planes, deltaErr = testFleet.AddMembers("delta")
 		if deltaErr == nil {
 			delta = planes[0]
-			credentials.addKubeconfig(delta.Kubeconfig)
+			fleet.HandOverKubeconfig(delta.Kubeconfig)
 		}
 	})
 	if deltaErr != nil {
@@ -59,36 +57,19 @@ func deltaMember(t *testing.T) *fleet.ControlPlane {
 	return delta
 }
 
-// setReplicas changes a Widget's spec.replicas in cp.
-func setReplicas(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, replicas int32) {
-	t.Helper()
-	NewWithT(t).Eventually(func(g Gomega) {
-		w := widget(g, cp, key)
-		w.Spec.Replicas = ptr.To(replicas)
-		g.Expect(cp.Client.Update(context.Background(), w)).To(Succeed())
-	}, eventually, poll).Should(Succeed())
-}
-
-func expectReplicas(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, replicas int32, within time.Duration) {
-	t.Helper()
-	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(deployment(g, cp, key).Spec.Replicas).To(Equal(ptr.To(replicas)))
-	}, within, poll).Should(Succeed(), "Deployment %s in %s", key, cp.Name)
-}
-
 // A member whose identity loses its rights, or which loses the Widget CRD,
 // while engaged is reported as such within 30 s, and once fixed is engaged
 // again with its Widgets reconciled, the ones changed meanwhile included.
 func TestLostRightsAndLostCRDAreSeenAndRecovered(t *testing.T) {
 	d := deltaMember(t)
 	ctx := context.Background()
-	installMemberRole(t, d)
-	token := serviceAccountToken(t, d, "widgethub-delta", "widgethub-member")
-	registerData(t, "delta", map[string][]byte{"kubeconfig": tokenKubeconfig(t, d, token)})
-	expectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.InstallMemberRole(t, d)
+	token := hubtest.ServiceAccountToken(t, d, "widgethub-delta", "widgethub-member")
+	hubtest.RegisterData(t, "delta", map[string][]byte{"kubeconfig": hubtest.TokenKubeconfig(t, d, token)})
+	hubtest.ExpectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	key := types.NamespacedName{Namespace: "shop", Name: "resilient"}
-	createWidget(t, d, key.Namespace, key.Name, 1)
-	expectReplicas(t, d, key, 1, eventually)
+	hubtest.CreateWidget(t, d, key.Namespace, key.Name, 1)
+	hubtest.ExpectReplicas(t, d, key, 1, hubtest.Within)
 
 	// RBAC revoked: the binding goes.
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "widgethub-delta"}}
@@ -96,15 +77,15 @@ func TestLostRightsAndLostCRDAreSeenAndRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
-	expectMemberReady(t, "delta", metav1.ConditionFalse, v1alpha1.MemberForbiddenReason, "403")
+	hubtest.ExpectMemberReady(t, "delta", metav1.ConditionFalse, v1alpha1.MemberForbiddenReason, "403")
 	t.Logf("Forbidden %s after the binding was deleted", time.Since(revoked).Round(time.Millisecond))
-	setReplicas(t, d, key, 2) // changed while the hub may not see it
+	hubtest.SetReplicas(t, d, key, 2) // changed while the hub may not see it
 
 	// Restored: engaged afresh, and the change made meanwhile lands.
-	serviceAccountToken(t, d, "widgethub-delta", "widgethub-member")
+	hubtest.ServiceAccountToken(t, d, "widgethub-delta", "widgethub-member")
 	restored := time.Now()
-	expectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	expectReplicas(t, d, key, 2, eventually)
+	hubtest.ExpectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectReplicas(t, d, key, 2, hubtest.Within)
 	t.Logf("Engaged and reconciled %s after the binding was restored", time.Since(restored).Round(time.Millisecond))
 
 	// The Widget CRD deleted (and with it every Widget).
@@ -115,21 +96,21 @@ func TestLostRightsAndLostCRDAreSeenAndRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	expectMemberReady(t, "delta", metav1.ConditionFalse, v1alpha1.MemberWidgetCRDMissingReason)
+	hubtest.ExpectMemberReady(t, "delta", metav1.ConditionFalse, v1alpha1.MemberWidgetCRDMissingReason)
 	t.Logf("WidgetCRDMissing %s after the CRD was deleted", time.Since(deleted).Round(time.Millisecond))
 	NewWithT(t).Eventually(func() bool {
 		return apierrors.IsNotFound(d.Client.Get(ctx, types.NamespacedName{Name: crd.GetName()}, crd.DeepCopy()))
-	}, eventually, poll).Should(BeTrue(), "the CRD is gone")
+	}, hubtest.Within, hubtest.Poll).Should(BeTrue(), "the CRD is gone")
 
 	// Restored: a Widget created afterwards is reconciled.
 	if _, err := envtest.InstallCRDs(d.Config, envtest.CRDInstallOptions{Paths: fleet.CRDPaths(), ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
 	}
 	reinstalled := time.Now()
-	expectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectMemberReady(t, "delta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	again := types.NamespacedName{Namespace: "shop", Name: "after-crd"}
-	createWidget(t, d, again.Namespace, again.Name, 3)
-	expectReplicas(t, d, again, 3, eventually)
+	hubtest.CreateWidget(t, d, again.Namespace, again.Name, 3)
+	hubtest.ExpectReplicas(t, d, again, 3, hubtest.Within)
 	t.Logf("Engaged and reconciled %s after the CRD was reinstalled", time.Since(reinstalled).Round(time.Millisecond))
 }
 
@@ -176,29 +157,31 @@ func churn(t *testing.T, name string, d time.Duration, kubeconfigs [][]byte) []b
 // changes, the member keeps its caches: no watch or list starts anew.
 func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 	d := deltaMember(t)
-	installMemberRole(t, d)
+	hubtest.InstallMemberRole(t, d)
 	tokens := []string{
-		serviceAccountToken(t, d, "widgethub-churn", "widgethub-member"),
-		serviceAccountToken(t, d, "widgethub-churn", "widgethub-member"),
+		hubtest.ServiceAccountToken(t, d, "widgethub-churn", "widgethub-member"),
+		hubtest.ServiceAccountToken(t, d, "widgethub-churn", "widgethub-member"),
 	}
-	withContext := func(token, context string) []byte { return renameContext(t, tokenKubeconfig(t, d, token), context) }
+	withContext := func(token, context string) []byte {
+		return renameContext(t, hubtest.TokenKubeconfig(t, d, token), context)
+	}
 	// Naming the server "localhost" for TLS (its serving certificate's name)
 	// changes how the hub connects: the member is engaged afresh.
 	byName := func(context string) []byte {
-		return renameContext(t, editKubeconfig(t, tokenKubeconfig(t, d, tokens[0]),
+		return renameContext(t, hubtest.EditKubeconfig(t, hubtest.TokenKubeconfig(t, d, tokens[0]),
 			func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.TLSServerName = "localhost" }), context)
 	}
-	registerData(t, "churn", map[string][]byte{"kubeconfig": withContext(tokens[0], "first")})
-	expectMemberReady(t, "churn", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.RegisterData(t, "churn", map[string][]byte{"kubeconfig": withContext(tokens[0], "first")})
+	hubtest.ExpectMemberReady(t, "churn", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	key := types.NamespacedName{Namespace: "shop", Name: "churned"}
-	createWidget(t, d, key.Namespace, key.Name, 1)
-	expectReplicas(t, d, key, 1, eventually)
+	hubtest.CreateWidget(t, d, key.Namespace, key.Name, 1)
+	hubtest.ExpectReplicas(t, d, key, 1, hubtest.Within)
 
 	// Only the token changes.
 	watches, lists := watchesOf(t, d)
 	churn(t, "churn", 10*time.Second, [][]byte{withContext(tokens[1], "first"), withContext(tokens[0], "first")})
-	setReplicas(t, d, key, 2) // served through the swapped token by the caches kept
-	expectReplicas(t, d, key, 2, eventually)
+	hubtest.SetReplicas(t, d, key, 2) // served through the swapped token by the caches kept
+	hubtest.ExpectReplicas(t, d, key, 2, hubtest.Within)
 	w2, l2 := watchesOf(t, d)
 	t.Logf("token-only churn for 10s: %v watches and %v lists of Widgets and Deployments", w2-watches, l2-lists)
 	if w2 != watches {
@@ -212,7 +195,7 @@ func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 		last = byName("final")
 		churn(t, "churn", 100*time.Millisecond, [][]byte{last})
 	}
-	expectMemberReady(t, "churn", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, `context "final"`)
+	hubtest.ExpectMemberReady(t, "churn", metav1.ConditionTrue, v1alpha1.MemberEngagedReason, `context "final"`)
 	w3, l3 := watchesOf(t, d)
 	// One engagement per interval at most, each watching two kinds (and
 	// listing them when watch-list is not in use), plus the first.
@@ -221,19 +204,19 @@ func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 	if w3-w2 > float64(limit) || l3-l2 > float64(limit)+2*float64(window/(5*time.Second)+2) {
 		t.Errorf("%v watches and %v lists in %s of churn; the bound is %d engagements' worth", w3-w2, l3-l2, window, limit)
 	}
-	setReplicas(t, d, key, 3)
-	expectReplicas(t, d, key, 3, eventually)
+	hubtest.SetReplicas(t, d, key, 3)
+	hubtest.ExpectReplicas(t, d, key, 3, hubtest.Within)
 }
 
 // Removing the registration label is unregistering: the member is
 // disengaged and its MemberCluster deleted, although the Secret stays.
 func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
 	d := deltaMember(t)
-	expectUnregistrationsDone(t) // no earlier test's registration of delta lingers
-	registerEngaged(t, "unlabelled", d)
+	hubtest.ExpectUnregistrationsDone(t) // no earlier test's registration of delta lingers
+	hubtest.RegisterEngaged(t, "unlabelled", d)
 	key := types.NamespacedName{Namespace: "unlabelled", Name: "served"}
-	createWidget(t, d, key.Namespace, key.Name, 1)
-	expectReplicas(t, d, key, 1, eventually)
+	hubtest.CreateWidget(t, d, key.Namespace, key.Name, 1)
+	hubtest.ExpectReplicas(t, d, key, 1, hubtest.Within)
 	ctx := context.Background()
 	secret := &corev1.Secret{}
 	g := NewWithT(t)
@@ -242,17 +225,17 @@ func TestUnlabelledSecretUnregistersTheMember(t *testing.T) {
 	g.Expect(testFleet.Hub.Client.Update(ctx, secret)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(testFleet.Hub.Client.Get(ctx, types.NamespacedName{Namespace: hubNS, Name: "unlabelled"}, &v1alpha1.MemberCluster{}))
-	}, eventually, poll).Should(BeTrue(), "the MemberCluster of an unlabelled Secret")
-	g.Eventually(func(g Gomega) []string { return memberSeries(g, "unlabelled") }, eventually, poll).Should(BeEmpty(),
+	}, hubtest.Within, hubtest.Poll).Should(BeTrue(), "the MemberCluster of an unlabelled Secret")
+	g.Eventually(func(g Gomega) []string { return memberSeries(g, "unlabelled") }, hubtest.Within, hubtest.Poll).Should(BeEmpty(),
 		"the member's metrics are removed")
 
 	// Disengaged: a change in the member is no longer acted on, although the
 	// hub acts on a later change in a member it serves.
-	setReplicas(t, d, key, 2)
-	expectReconcilesPromptly(t, "unlabelled-witness", 2)
+	hubtest.SetReplicas(t, d, key, 2)
+	hubtest.ExpectReconcilesPromptly(t, "unlabelled-witness", 2)
 	g.Consistently(func(g Gomega) {
-		g.Expect(deployment(g, d, key).Spec.Replicas).To(Equal(ptr.To[int32](1)))
-	}, quietFor, poll).Should(Succeed(), "a change in the member of an unlabelled Secret was reconciled")
+		g.Expect(hubtest.Deployment(g, d, key).Spec.Replicas).To(Equal(ptr.To[int32](1)))
+	}, hubtest.QuietFor, hubtest.Poll).Should(Succeed(), "a change in the member of an unlabelled Secret was reconciled")
 }
 
 // The hub reads registrations in its registration namespace only: a
@@ -272,7 +255,7 @@ func TestRegistrationNamespaceScopesTheHub(t *testing.T) {
 	})
 	// The hub had its chance: a registration made after the outsider, in
 	// the registration namespace, is engaged.
-	registerEngaged(t, "insider", testFleet.Member("beta"))
+	hubtest.RegisterEngaged(t, "insider", testFleet.Member("beta"))
 
 	list := &v1alpha1.MemberClusterList{}
 	g.Expect(testFleet.Hub.Client.List(ctx, list)).To(Succeed())
@@ -280,7 +263,7 @@ func TestRegistrationNamespaceScopesTheHub(t *testing.T) {
 		g.Expect(mc.Name).NotTo(Equal("outsider"), "a MemberCluster %s/%s for a Secret outside the registration namespace", mc.Namespace, mc.Name)
 	}
 	g.Expect(memberSeries(g, "outsider")).To(BeEmpty(), "metrics of a Secret outside the registration namespace")
-	g.Expect(secretEventsV1(g, "outsider")).To(BeEmpty())
+	g.Expect(hubtest.SecretEventsV1(g, "outsider")).To(BeEmpty())
 }
 
 // A member whose probes fail fewer times in a row than
@@ -288,13 +271,13 @@ func TestRegistrationNamespaceScopesTheHub(t *testing.T) {
 // probe); the next passing probe clears it.
 func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 	gamma := testFleet.Member("gamma")
-	proxy, kubeconfig := tcpProxied(t, gamma)
-	registerData(t, "threshold", map[string][]byte{"kubeconfig": kubeconfig})
-	expectMemberReady(t, "threshold", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	proxy, kubeconfig := hubtest.TCPProxied(t, gamma)
+	hubtest.RegisterData(t, "threshold", map[string][]byte{"kubeconfig": kubeconfig})
+	hubtest.ExpectMemberReady(t, "threshold", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	threshold := managerOptions().ProbeFailureThreshold
 	g := NewWithT(t)
 
-	// Every status the hub writes meanwhile, as a poll of the MemberCluster sees it.
+	// Every status the hub writes meanwhile, as a hubtest.Poll of the MemberCluster sees it.
 	var mu sync.Mutex
 	var seen []string
 	stop, stopped := make(chan struct{}), make(chan struct{})
@@ -303,7 +286,7 @@ func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 		for {
 			mc := &v1alpha1.MemberCluster{}
 			if err := testFleet.Hub.Client.Get(context.Background(), types.NamespacedName{Namespace: hubNS, Name: "threshold"}, mc); err == nil {
-				if ready := readyConditionOf(mc); ready != nil {
+				if ready := hubtest.ReadyConditionOf(mc); ready != nil {
 					mu.Lock()
 					seen = append(seen, string(ready.Status)+" "+ready.Reason+": "+ready.Message)
 					mu.Unlock()
@@ -325,19 +308,19 @@ func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 	}
 
 	failures := func(g Gomega) float64 {
-		return counterSum(g, "widgethub_member_probe_failures_total", "cluster", "threshold")
+		return hubtest.CounterSum(g, "widgethub_member_probe_failures_total", "cluster", "threshold")
 	}
 	before := failures(g)
 	proxy.Down()
-	g.Eventually(failures, eventually, poll).Should(BeNumerically(">=", before+float64(threshold-1)), "failed probes")
+	g.Eventually(failures, hubtest.Within, hubtest.Poll).Should(BeNumerically(">=", before+float64(threshold-1)), "failed probes")
 	// The next probe comes a probe interval after the last one failed.
 	g.Expect(proxy.Up()).To(Succeed())
 	up := time.Now()
 	failed := failures(g) - before
-	expectMemberReadySince(t, "threshold", up, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectMemberReadySince(t, "threshold", up, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	g.Eventually(func(g Gomega) {
-		g.Expect(readyConditionOf(memberCluster(g, "threshold")).Message).NotTo(ContainSubstring("probe failed"))
-	}, eventually, poll).Should(Succeed(), "a passing probe clears the failure")
+		g.Expect(hubtest.ReadyConditionOf(hubtest.MemberCluster(g, "threshold")).Message).NotTo(ContainSubstring("probe failed"))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "a passing probe clears the failure")
 	statuses := stopWatching()
 
 	t.Logf("%v probes failed in a row (threshold %d); statuses seen: %q", failed, threshold, slices.Compact(slices.Clone(statuses)))
@@ -352,36 +335,36 @@ func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 // first probe a minute or more after it was last written.
 func TestLastProbeTimeIsRefreshed(t *testing.T) {
 	beta := testFleet.Member("beta")
-	mc := registerEngaged(t, "refreshed", beta)
+	mc := hubtest.RegisterEngaged(t, "refreshed", beta)
 	g := NewWithT(t)
 	// The first write after the engagement: its lastProbeTime is then kept
 	// while the status does not change.
 	var first time.Time
 	g.Eventually(func(g Gomega) {
-		mc = memberCluster(g, "refreshed")
+		mc = hubtest.MemberCluster(g, "refreshed")
 		g.Expect(mc.Status.LastProbeTime).NotTo(BeNil())
 		first = mc.Status.LastProbeTime.Time
 		g.Consistently(func(g Gomega) {
-			g.Expect(memberCluster(g, "refreshed").Status.LastProbeTime.Time).To(Equal(first))
+			g.Expect(hubtest.MemberCluster(g, "refreshed").Status.LastProbeTime.Time).To(Equal(first))
 		}, 2*managerOptions().ProbeInterval, time.Second).Should(Succeed())
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	opts := managerOptions()
 	limit := time.Minute + opts.ProbeInterval + time.Second // whole seconds
 	var next time.Time
 	g.Eventually(func(g Gomega) {
-		next = memberCluster(g, "refreshed").Status.LastProbeTime.Time
+		next = hubtest.MemberCluster(g, "refreshed").Status.LastProbeTime.Time
 		g.Expect(next).NotTo(Equal(first))
-	}, limit+eventually, time.Second).Should(Succeed())
+	}, limit+hubtest.Within, time.Second).Should(Succeed())
 	t.Logf("lastProbeTime went from %s to %s (%s)", first.Format(time.TimeOnly), next.Format(time.TimeOnly), next.Sub(first))
 	g.Expect(next.Sub(first)).To(BeNumerically("<=", limit),
 		"docs/member-health.md: lastProbeTime is rewritten at the first probe a minute after it was last written")
-	g.Expect(readyConditionOf(memberCluster(g, "refreshed")).Reason).To(Equal(v1alpha1.MemberEngagedReason))
+	g.Expect(hubtest.ReadyConditionOf(hubtest.MemberCluster(g, "refreshed")).Reason).To(Equal(v1alpha1.MemberEngagedReason))
 }
 
 // memberSeries names the widgethub_member_* families with series labelled
 // with cluster.
 func memberSeries(g Gomega, cluster string) []string {
-	series, err := seriesLabelled("cluster", cluster)
+	series, err := hubtest.SeriesLabelled("cluster", cluster)
 	g.Expect(err).NotTo(HaveOccurred())
 	var found []string
 	for family := range series {
@@ -413,77 +396,13 @@ func renameContext(t *testing.T, kubeconfig []byte, name string) []byte {
 	return out
 }
 
-// denyDeploymentWrites makes cp's API server refuse every Deployment create
-// and update in namespace ns, through a ValidatingAdmissionPolicy: a member
-// that answers its probes but whose writes all fail. The returned function
-// lifts it.
-func denyDeploymentWrites(t *testing.T, cp *fleet.ControlPlane, ns string) (lift func()) {
-	t.Helper()
-	ctx := context.Background()
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "deny-deployments-" + ns},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "Deployments are refused here (test)"}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policy.Name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			},
-		},
-	}
-	for _, obj := range []client.Object{policy, binding} {
-		if err := cp.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var once sync.Once
-	lift = func() {
-		once.Do(func() {
-			for _, obj := range []client.Object{binding, policy} {
-				if err := cp.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	t.Cleanup(lift)
-	return lift
-}
-
-// denyDeploymentWritesInForce is denyDeploymentWrites that returns once the
-// policy is in force: a dry-run write of a Deployment in ns is refused.
-func denyDeploymentWritesInForce(t *testing.T, cp *fleet.ControlPlane, ns string) (lift func()) {
-	t.Helper()
-	ensureNamespace(t, cp, ns)
-	lift = denyDeploymentWrites(t, cp, ns)
-	NewWithT(t).Eventually(func() error {
-		return cp.Client.Create(context.Background(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
-			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}}}, client.DryRunAll)
-	}, eventually, poll).Should(MatchError(ContainSubstring("refused here")))
-	return lift
-}
-
 // A member that answers its probes but refuses most of what the hub writes
 // turns Degraded, and Engaged again as soon as its writes succeed.
 func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 	d := deltaMember(t)
 	const ns = "refused"
-	registerEngaged(t, "degraded", d)
-	lift := denyDeploymentWritesInForce(t, d, ns)
+	hubtest.RegisterEngaged(t, "degraded", d)
+	lift := hubtest.DenyDeploymentWritesInForce(t, d, ns)
 
 	// More than half of the member's Widgets, whatever earlier tests left.
 	earlier := &v1alpha1.WidgetList{}
@@ -495,21 +414,21 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 		return types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("w-%02d", i)}
 	}
 	for i := range widgets {
-		createWidget(t, d, ns, refused(i).Name, 1)
+		hubtest.CreateWidget(t, d, ns, refused(i).Name, 1)
 	}
-	expectMemberReady(t, "degraded", metav1.ConditionFalse, v1alpha1.MemberDegradedReason,
+	hubtest.ExpectMemberReady(t, "degraded", metav1.ConditionFalse, v1alpha1.MemberDegradedReason,
 		fmt.Sprintf("the latest reconcile failed for %d of its %d Widgets", widgets, widgets+len(earlier.Items)))
 
 	lift()
 	// Each change is reconciled at once, not at its backoff, and each
 	// success leaves the failing Widgets fewer.
 	for i := range widgets {
-		setReplicas(t, d, refused(i), 2)
+		hubtest.SetReplicas(t, d, refused(i), 2)
 	}
 	for i := range widgets {
-		expectReplicas(t, d, refused(i), 2, eventually)
+		hubtest.ExpectReplicas(t, d, refused(i), 2, hubtest.Within)
 	}
-	expectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectMemberReady(t, "degraded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }
 
 // One Widget whose writes are refused is that Widget's trouble, not its
@@ -518,20 +437,20 @@ func TestMostlyFailingWritesMakeTheMemberDegraded(t *testing.T) {
 func TestOneRefusedWidgetLeavesItsMemberEngaged(t *testing.T) {
 	d := deltaMember(t)
 	const ns = "refused-alone"
-	registerEngaged(t, "one-refused", d)
-	denyDeploymentWritesInForce(t, d, ns)
-	createWidget(t, d, ns, "refused", 1)
-	expectWidgetKstatus(t, d, types.NamespacedName{Namespace: ns, Name: "refused"}, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
+	hubtest.RegisterEngaged(t, "one-refused", d)
+	hubtest.DenyDeploymentWritesInForce(t, d, ns)
+	hubtest.CreateWidget(t, d, ns, "refused", 1)
+	hubtest.ExpectWidgetKstatus(t, d, types.NamespacedName{Namespace: ns, Name: "refused"}, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
 
 	// The retries (5 ms, doubling) pass ten within 6 s and twelve within
 	// 21 s, while four probes judge the member: ten failed attempts, as
 	// many as ten failing Widgets.
 	window := 4 * managerOptions().ProbeInterval
 	NewWithT(t).Consistently(func(g Gomega) {
-		ready := readyConditionOf(memberCluster(g, "one-refused"))
+		ready := hubtest.ReadyConditionOf(hubtest.MemberCluster(g, "one-refused"))
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", ready.Reason, ready.Message)
-	}, window, poll).Should(Succeed())
-	failed := counterSum(NewWithT(t), "widgethub_member_reconcile_errors_total", "cluster", "one-refused")
+	}, window, hubtest.Poll).Should(Succeed())
+	failed := hubtest.CounterSum(NewWithT(t), "widgethub_member_reconcile_errors_total", "cluster", "one-refused")
 	t.Logf("the refused Widget's reconcile failed %v times in %s", failed, window)
 	if failed < 10 {
 		t.Errorf("the refused Widget's reconcile failed only %v times: too few to tell Widgets from attempts", failed)

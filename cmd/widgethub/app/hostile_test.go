@@ -11,6 +11,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // A registration whose server answers /version with a gzip bomb (1 GiB
@@ -18,7 +19,7 @@ import (
 // meanwhile a healthy member's new Widget is reconciled within 2s.
 func TestGzipBombMemberIsReported(t *testing.T) {
 	gamma, beta := testFleet.Member("gamma"), testFleet.Member("beta")
-	registerEngaged(t, "beta", beta)
+	hubtest.RegisterEngaged(t, "beta", beta)
 
 	front, err := fleet.NewHTTPProxy(gamma.Config.Host, gamma.Config.CAData)
 	if err != nil {
@@ -27,20 +28,20 @@ func TestGzipBombMemberIsReported(t *testing.T) {
 	t.Cleanup(front.Close)
 	front.Set(fleet.Fault{Answer: fleet.GzipBomb(`{"major":"1","gitVersion":"v1.`, 1<<30),
 		Match: func(r *http.Request) bool { return r.URL.Path == "/version" }})
-	kubeconfig := frontKubeconfig(t, front, gamma, "widgethub-hostile")
+	kubeconfig := hubtest.FrontKubeconfig(t, front, gamma, "widgethub-hostile")
 
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	registerData(t, "bomb", map[string][]byte{"kubeconfig": kubeconfig})
-	t.Cleanup(func() { unregister(t, "bomb") })
-	expectMemberReady(t, "bomb", metav1.ConditionFalse, v1alpha1.MemberResponseTooLargeReason, "larger than 4096 bytes")
+	hubtest.RegisterData(t, "bomb", map[string][]byte{"kubeconfig": kubeconfig})
+	t.Cleanup(func() { hubtest.Unregister(t, "bomb") })
+	hubtest.ExpectMemberReady(t, "bomb", metav1.ConditionFalse, v1alpha1.MemberResponseTooLargeReason, "larger than 4096 bytes")
 
 	// The hub keeps retrying the bomb while beta's new Widget is reconciled.
-	key := createShopWidget(t, beta, "after-bomb", 1)
+	key := hubtest.CreateShopWidget(t, beta, "after-bomb", 1)
 	start := time.Now()
 	NewWithT(t).Eventually(func(g Gomega) {
-		deployment(g, beta, key)
+		hubtest.Deployment(g, beta, key)
 	}, 2*time.Second, 20*time.Millisecond).Should(Succeed(), "beta's new Widget was not reconciled within 2s")
 	_, faulted := front.Requests()
 	var after runtime.MemStats

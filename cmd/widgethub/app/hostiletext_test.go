@@ -17,6 +17,7 @@ import (
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // terminalTricks clears the screen, sets the window title, and turns the
@@ -32,7 +33,7 @@ const terminalTricks = "\x1b[2J\x1b]0;owned\x07\u202e"
 // characters or more than a few KiB of its text.
 func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 	alpha := testFleet.Member("alpha")
-	logged := len(logs.String())
+	logged := len(hubtest.Logs.String())
 	sizes := map[string]int{"hostile-version-1mib": 1 << 20, "hostile-version-1kib": 1 << 10}
 	for name, size := range sizes {
 		gitVersion := "v1.31.0" + strings.Repeat(terminalTricks, size/len(terminalTricks))
@@ -48,11 +49,11 @@ func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(front.Close)
-		doc, err := front.Kubeconfig(alpha.Kubeconfig, "harmless-"+randomHex(t))
+		doc, err := front.Kubeconfig(alpha.Kubeconfig, "harmless-"+hubtest.RandomHex(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		registerData(t, name, map[string][]byte{"kubeconfig": doc})
+		hubtest.RegisterData(t, name, map[string][]byte{"kubeconfig": doc})
 	}
 
 	for name := range sizes {
@@ -60,7 +61,7 @@ func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 		if sizes[name] > clusters.MaxVersionBytes {
 			status, reason = metav1.ConditionFalse, v1alpha1.MemberResponseTooLargeReason
 		}
-		mc := expectMemberReady(t, name, status, reason)
+		mc := hubtest.ExpectMemberReady(t, name, status, reason)
 		got := mc.Status.KubernetesVersion
 		t.Logf("%s: kubernetesVersion %q (%d bytes)", name, got, len(got))
 		if len(got) > v1alpha1.MaxVersionLength || strings.IndexFunc(got, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
@@ -70,23 +71,23 @@ func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 			t.Errorf("%s: kubernetesVersion %q, want the member's answer escaped", name, got)
 		}
 		NewWithT(t).Eventually(func(g Gomega) {
-			events := secretEvents(g, name)
+			events := hubtest.SecretEvents(g, name)
 			g.Expect(events).NotTo(BeEmpty())
 			for _, e := range events {
 				g.Expect(e.Message).NotTo(ContainSubstring("\x1b"), "Event %s", e.Name)
 			}
-		}, eventually, poll).Should(Succeed())
+		}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	}
 
 	// The manager's logs quote the version bounded too.
-	for line := range strings.Lines(logs.String()[logged:]) {
+	for line := range strings.Lines(hubtest.Logs.String()[logged:]) {
 		if strings.Contains(line, "hostile-version") && (len(line) > 4*v1alpha1.MaxMessageLength || strings.Contains(line, "\x1b")) {
 			t.Errorf("the manager logged %d bytes of a hostile member's text: %.300q...", len(line), line)
 		}
 	}
 
 	var stdout, stderr bytes.Buffer
-	kubeconfig := writeFile(t, t.TempDir(), "hub.kubeconfig", testFleet.Hub.Kubeconfig)
+	kubeconfig := hubtest.WriteFile(t, t.TempDir(), "hub.kubeconfig", testFleet.Hub.Kubeconfig)
 	if code := plugin.Run(context.Background(), []string{"--kubeconfig", kubeconfig, "--registration-namespace", hubNS, "clusters"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("kubectl widgethub clusters: exit %d\n%s", code, stderr.String())
 	}

@@ -2,12 +2,10 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,8 +13,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -24,75 +20,12 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // The tests of this file read Widgets and MemberClusters back from their API
 // servers as unstructured objects and ask the kstatus library what it makes
 // of them, as Flux, kpt, Helm (--wait) and Argo CD's kstatus-based checks do.
-
-var (
-	widgetGVK        = v1alpha1.GroupVersion.WithKind("Widget")
-	memberClusterGVK = v1alpha1.GroupVersion.WithKind("MemberCluster")
-)
-
-// kstatusIn reads the object key of kind gvk from c and returns what kstatus
-// computes for it, and the object.
-func kstatusIn(g Gomega, c client.Client, gvk schema.GroupVersionKind, key types.NamespacedName) (*kstatus.Result, *unstructured.Unstructured) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	g.Expect(c.Get(context.Background(), key, u)).To(Succeed())
-	res, err := kstatus.Compute(u)
-	g.Expect(err).NotTo(HaveOccurred())
-	return res, u
-}
-
-// expectKstatus waits until kstatus computes want for the object key of kind
-// gvk in c, with the condition condType True with reason (the other of
-// Reconciling and Stalled absent), or neither of them when condType is "".
-// It returns the object's conditions then.
-func expectKstatus(t *testing.T, c client.Client, gvk schema.GroupVersionKind, key types.NamespacedName,
-	want kstatus.Status, condType, reason string) []metav1.Condition {
-	t.Helper()
-	var conditions []metav1.Condition
-	NewWithT(t).Eventually(func(g Gomega) {
-		res, u := kstatusIn(g, c, gvk, key)
-		conditions = conditionsOf(g, u)
-		g.Expect(res.Status).To(Equal(want), "kstatus message: %s; conditions %+v", res.Message, conditions)
-		for _, ct := range []string{"Reconciling", "Stalled"} {
-			cond := meta.FindStatusCondition(conditions, ct)
-			if ct != condType {
-				g.Expect(cond).To(BeNil(), "%s", ct)
-				continue
-			}
-			g.Expect(cond).NotTo(BeNil(), "%s", ct)
-			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue))
-			g.Expect(cond.Reason).To(Equal(reason), "message: %s", cond.Message)
-		}
-	}, eventually, 20*time.Millisecond).Should(Succeed(), "%s %s", gvk.Kind, key)
-	return conditions
-}
-
-func conditionsOf(g Gomega, u *unstructured.Unstructured) []metav1.Condition {
-	var obj struct {
-		Status struct {
-			Conditions []metav1.Condition `json:"conditions"`
-		} `json:"status"`
-	}
-	data, err := u.MarshalJSON()
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(json.Unmarshal(data, &obj)).To(Succeed())
-	return obj.Status.Conditions
-}
-
-func expectWidgetKstatus(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, want kstatus.Status, condType, reason string) []metav1.Condition {
-	t.Helper()
-	return expectKstatus(t, cp.Client, widgetGVK, key, want, condType, reason)
-}
-
-func expectMemberKstatus(t *testing.T, name string, want kstatus.Status, condType, reason string) []metav1.Condition {
-	t.Helper()
-	return expectKstatus(t, testFleet.Hub.Client, memberClusterGVK, types.NamespacedName{Namespace: hubNS, Name: name}, want, condType, reason)
-}
 
 // setDeploymentStatus plays the Deployment controller's part: it observes
 // the Deployment's generation and reports status (whose conditions replace
@@ -100,11 +33,11 @@ func expectMemberKstatus(t *testing.T, name string, want kstatus.Status, condTyp
 func setDeploymentStatus(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName, status appsv1.DeploymentStatus) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
-		d := deployment(g, cp, key)
+		d := hubtest.Deployment(g, cp, key)
 		d.Status = status
 		d.Status.ObservedGeneration = d.Generation
 		g.Expect(cp.Client.Status().Update(context.Background(), d)).To(Succeed())
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 // rolledOut is the status of a Deployment of n replicas, all updated and
@@ -132,39 +65,39 @@ func expectReady(t *testing.T, conditions []metav1.Condition, status metav1.Cond
 func TestWidgetStatusAsToolsReadIt(t *testing.T) {
 	g := NewWithT(t)
 	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
-	key := createShopWidget(t, alpha, "kstatus", 2)
+	hubtest.Register(t, "alpha", alpha)
+	key := hubtest.CreateShopWidget(t, alpha, "kstatus", 2)
 
 	// Created: envtest runs no Deployment controller, so the Deployment's
 	// generation stays unobserved until the test plays its part.
-	conds := expectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentPendingReason)
+	conds := hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentPendingReason)
 	expectReady(t, conds, metav1.ConditionFalse, v1alpha1.WidgetProgressingReason)
-	w := widget(g, alpha, key)
+	w := hubtest.Widget(g, alpha, key)
 	g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
 
 	setDeploymentStatus(t, alpha, key, appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1})
-	conds = expectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetRollingOutReason)
+	conds = hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetRollingOutReason)
 	g.Expect(meta.FindStatusCondition(conds, "Reconciling").Message).To(Equal("1/2 replicas available"))
 
 	setDeploymentStatus(t, alpha, key, rolledOut(2))
-	conds = expectWidgetKstatus(t, alpha, key, kstatus.CurrentStatus, "", "")
+	conds = hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.CurrentStatus, "", "")
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason)
 
 	// A new image: the Deployment's new generation is pending, then rolls
 	// out while both old replicas stay available (Ready stays True).
 	g.Eventually(func(g Gomega) {
-		w := widget(g, alpha, key)
+		w := hubtest.Widget(g, alpha, key)
 		w.Spec.Image = "registry.k8s.io/pause:3.9"
 		g.Expect(alpha.Client.Update(context.Background(), w)).To(Succeed())
-	}, eventually, poll).Should(Succeed())
-	conds = expectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentPendingReason)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
+	conds = hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentPendingReason)
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason)
-	w = widget(g, alpha, key)
+	w = hubtest.Widget(g, alpha, key)
 	g.Expect(w.Status.ObservedGeneration).To(Equal(w.Generation))
 	rolling := rolledOut(2)
 	rolling.Replicas, rolling.UpdatedReplicas = 3, 1
 	setDeploymentStatus(t, alpha, key, rolling)
-	conds = expectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetRollingOutReason)
+	conds = hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetRollingOutReason)
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.WidgetAvailableReason)
 
 	// The rollout passes its progress deadline.
@@ -173,13 +106,13 @@ func TestWidgetStatusAsToolsReadIt(t *testing.T) {
 	stuck.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
 		Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "kstatus-2" has timed out progressing.`}}
 	setDeploymentStatus(t, alpha, key, stuck)
-	conds = expectWidgetKstatus(t, alpha, key, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
+	conds = hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
 	g.Expect(meta.FindStatusCondition(conds, "Stalled").Message).To(ContainSubstring("progress deadline"))
 	expectReady(t, conds, metav1.ConditionFalse, v1alpha1.WidgetProgressingReason)
 	expectWidgetEvent(t, alpha, key, corev1.EventTypeWarning, v1alpha1.WidgetDeploymentFailedReason, "progress deadline")
 
 	setDeploymentStatus(t, alpha, key, rolledOut(2))
-	expectWidgetKstatus(t, alpha, key, kstatus.CurrentStatus, "", "")
+	hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.CurrentStatus, "", "")
 
 	// Pods cannot be created (a quota, say).
 	failing := rolledOut(2)
@@ -187,11 +120,11 @@ func TestWidgetStatusAsToolsReadIt(t *testing.T) {
 	failing.Conditions = append(failing.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure,
 		Status: corev1.ConditionTrue, Reason: "FailedCreate", Message: "pods are forbidden: exceeded quota"})
 	setDeploymentStatus(t, alpha, key, failing)
-	conds = expectWidgetKstatus(t, alpha, key, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
+	conds = hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
 	g.Expect(meta.FindStatusCondition(conds, "Stalled").Message).To(ContainSubstring("exceeded quota"))
 
 	setDeploymentStatus(t, alpha, key, rolledOut(2))
-	expectWidgetKstatus(t, alpha, key, kstatus.CurrentStatus, "", "")
+	hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.CurrentStatus, "", "")
 }
 
 // expectWidgetEvent waits for an Event of type and reason about the Widget
@@ -208,22 +141,22 @@ func expectWidgetEvent(t *testing.T, cp *fleet.ControlPlane, key types.Namespace
 			}
 		}
 		g.Expect(notes).To(ContainElement(ContainSubstring(words)))
-	}, eventually, poll).Should(Succeed(), "%s Event %s about Widget %s", eventType, reason, key)
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "%s Event %s about Widget %s", eventType, reason, key)
 }
 
 // A Deployment the member refuses stalls the Widget (Failed); once the
 // member accepts it, the Widget is on its way again.
 func TestRefusedDeploymentWriteStallsTheWidget(t *testing.T) {
 	alpha := testFleet.Member("alpha")
-	register(t, "alpha", alpha)
+	hubtest.Register(t, "alpha", alpha)
 	const ns = "kstatus-refused"
-	lift := denyDeploymentWritesInForce(t, alpha, ns)
-	createWidget(t, alpha, ns, "refused", 1)
+	lift := hubtest.DenyDeploymentWritesInForce(t, alpha, ns)
+	hubtest.CreateWidget(t, alpha, ns, "refused", 1)
 	key := types.NamespacedName{Namespace: ns, Name: "refused"}
 
-	conds := expectWidgetKstatus(t, alpha, key, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
+	conds := hubtest.ExpectWidgetKstatus(t, alpha, key, kstatus.FailedStatus, "Stalled", v1alpha1.WidgetDeploymentFailedReason)
 	g := NewWithT(t)
-	g.Expect(meta.FindStatusCondition(conds, "Stalled").Message).To(ContainSubstring("refused here"))
+	g.Expect(meta.FindStatusCondition(conds, "Stalled").Message).To(ContainSubstring("Deployments are refused in this namespace"))
 	expectReady(t, conds, metav1.ConditionFalse, v1alpha1.WidgetDeploymentFailedReason)
 
 	lift()
@@ -236,17 +169,17 @@ func TestRefusedDeploymentWriteStallsTheWidget(t *testing.T) {
 // Deployment has rolled out.
 func expectRollsOutOnChange(t *testing.T, cp *fleet.ControlPlane, key types.NamespacedName) {
 	t.Helper()
-	setReplicas(t, cp, key, 2)
-	expectWidgetKstatus(t, cp, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentPendingReason)
+	hubtest.SetReplicas(t, cp, key, 2)
+	hubtest.ExpectWidgetKstatus(t, cp, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentPendingReason)
 	setDeploymentStatus(t, cp, key, rolledOut(2))
-	expectWidgetKstatus(t, cp, key, kstatus.CurrentStatus, "", "")
+	hubtest.ExpectWidgetKstatus(t, cp, key, kstatus.CurrentStatus, "", "")
 }
 
 // A Deployment write that fails in a way a retry may fix (500) keeps the
 // Widget InProgress, never Failed, and it rolls out once writes pass.
 func TestFailingDeploymentWriteKeepsTheWidgetInProgress(t *testing.T) {
 	gamma := testFleet.Member("gamma")
-	expectUnregistrationsDone(t)
+	hubtest.ExpectUnregistrationsDone(t)
 	withoutDirectRegistration(t, "gamma", gamma)
 	m := registerThroughProxy(t, "kstatus-gamma", gamma)
 	m.proxy.Set(fleet.Fault{Status: http.StatusInternalServerError, Match: func(r *http.Request) bool {
@@ -255,14 +188,14 @@ func TestFailingDeploymentWriteKeepsTheWidgetInProgress(t *testing.T) {
 	t.Cleanup(m.proxy.Clear)
 
 	const ns = "kstatus-retrying"
-	createWidget(t, gamma, ns, "retrying", 1)
+	hubtest.CreateWidget(t, gamma, ns, "retrying", 1)
 	key := types.NamespacedName{Namespace: ns, Name: "retrying"}
-	conds := expectWidgetKstatus(t, gamma, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentRetryingReason)
+	conds := hubtest.ExpectWidgetKstatus(t, gamma, key, kstatus.InProgressStatus, "Reconciling", v1alpha1.WidgetDeploymentRetryingReason)
 	expectReady(t, conds, metav1.ConditionFalse, v1alpha1.WidgetDeploymentFailedReason)
 	NewWithT(t).Consistently(func(g Gomega) {
-		res, _ := kstatusIn(g, gamma.Client, widgetGVK, key)
+		res, _ := hubtest.KstatusIn(g, gamma.Client, hubtest.WidgetGVK, key)
 		g.Expect(res.Status).To(Equal(kstatus.InProgressStatus), "kstatus message: %s", res.Message)
-	}, quietFor, poll).Should(Succeed())
+	}, hubtest.QuietFor, hubtest.Poll).Should(Succeed())
 
 	m.proxy.Clear()
 	expectRollsOutOnChange(t, gamma, key)
@@ -273,8 +206,8 @@ func TestFailingDeploymentWriteKeepsTheWidgetInProgress(t *testing.T) {
 // and Current once engaged; Ready keeps its reasons.
 func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 	alpha := testFleet.Member("alpha")
-	registerEngaged(t, "alpha", alpha) // kstatus calls a MemberCluster without conditions yet Current
-	conds := expectMemberKstatus(t, "alpha", kstatus.CurrentStatus, "", "")
+	hubtest.RegisterEngaged(t, "alpha", alpha) // kstatus calls a MemberCluster without conditions yet Current
+	conds := hubtest.ExpectMemberKstatus(t, "alpha", kstatus.CurrentStatus, "", "")
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	refused, err := net.Listen("tcp", "127.0.0.1:0")
@@ -283,7 +216,7 @@ func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 	}
 	refusedAddr := refused.Addr().String()
 	_ = refused.Close()
-	unprivileged := serviceAccountToken(t, alpha, "kstatus-no-rights", "")
+	unprivileged := hubtest.ServiceAccountToken(t, alpha, "kstatus-no-rights", "")
 	for _, tc := range []struct {
 		name, kubeconfig string
 		data             []byte
@@ -291,26 +224,26 @@ func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 		condType, reason string
 	}{
 		{"invalid", "kubeconfig", []byte("not a kubeconfig: ["), kstatus.FailedStatus, "Stalled", v1alpha1.MemberInvalidKubeconfigReason},
-		{"unsafe", "kubeconfig", editKubeconfig(t, alpha.Kubeconfig, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		{"unsafe", "kubeconfig", hubtest.EditKubeconfig(t, alpha.Kubeconfig, func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
 			u.ClientCertificateData, u.ClientKeyData, u.TokenFile = nil, nil, "/etc/hostname"
 		}), kstatus.FailedStatus, "Stalled", v1alpha1.MemberUnsafeKubeconfigReason},
-		{"forbidden", "kubeconfig", tokenKubeconfig(t, alpha, unprivileged), kstatus.FailedStatus, "Stalled", v1alpha1.MemberForbiddenReason},
-		{"refused", "kubeconfig", editKubeconfig(t, alpha.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+		{"forbidden", "kubeconfig", hubtest.TokenKubeconfig(t, alpha, unprivileged), kstatus.FailedStatus, "Stalled", v1alpha1.MemberForbiddenReason},
+		{"refused", "kubeconfig", hubtest.EditKubeconfig(t, alpha.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
 			c.Server = "https://" + refusedAddr
 		}), kstatus.InProgressStatus, "Reconciling", v1alpha1.MemberUnreachableReason},
 	} {
 		name := "kstatus-" + tc.name
-		registerData(t, name, map[string][]byte{tc.kubeconfig: tc.data}) // until the test ends
+		hubtest.RegisterData(t, name, map[string][]byte{tc.kubeconfig: tc.data}) // until the test ends
 		t.Run(tc.name, func(t *testing.T) {
-			conds := expectMemberKstatus(t, name, tc.want, tc.condType, tc.reason)
+			conds := hubtest.ExpectMemberKstatus(t, name, tc.want, tc.condType, tc.reason)
 			expectReady(t, conds, metav1.ConditionFalse, tc.reason)
 		})
 	}
 
 	// Fixed by the user: the Stalled registration's Secret now holds a
 	// usable kubeconfig, and its MemberCluster turns Current.
-	register(t, "kstatus-invalid", alpha)
-	conds = expectMemberKstatus(t, "kstatus-invalid", kstatus.CurrentStatus, "", "")
+	hubtest.Register(t, "kstatus-invalid", alpha)
+	conds = hubtest.ExpectMemberKstatus(t, "kstatus-invalid", kstatus.CurrentStatus, "", "")
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }
 
@@ -319,20 +252,20 @@ func TestMemberClusterStatusAsToolsReadIt(t *testing.T) {
 // until it is engaged.
 func TestEngagingMemberIsInProgress(t *testing.T) {
 	alpha := testFleet.Member("alpha")
-	hanging, kubeconfig := tcpProxied(t, alpha)
+	hanging, kubeconfig := hubtest.TCPProxied(t, alpha)
 	hanging.Hang(true)
-	registerData(t, "kstatus-hanging", map[string][]byte{"kubeconfig": kubeconfig})
+	hubtest.RegisterData(t, "kstatus-hanging", map[string][]byte{"kubeconfig": kubeconfig})
 
 	// The first attempt hangs for the probe timeout (3s): its MemberCluster
 	// says so meanwhile.
-	conds := expectMemberKstatus(t, "kstatus-hanging", kstatus.InProgressStatus, "Reconciling", v1alpha1.MemberEngagingReason)
+	conds := hubtest.ExpectMemberKstatus(t, "kstatus-hanging", kstatus.InProgressStatus, "Reconciling", v1alpha1.MemberEngagingReason)
 	if ready := meta.FindStatusCondition(conds, "Ready"); ready != nil {
 		t.Fatalf("a member never engaged shows Ready %+v while it is engaged", ready)
 	}
-	conds = expectMemberKstatus(t, "kstatus-hanging", kstatus.InProgressStatus, "Reconciling", v1alpha1.MemberUnreachableReason)
+	conds = hubtest.ExpectMemberKstatus(t, "kstatus-hanging", kstatus.InProgressStatus, "Reconciling", v1alpha1.MemberUnreachableReason)
 	expectReady(t, conds, metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
 
 	hanging.Hang(false)
-	conds = expectMemberKstatus(t, "kstatus-hanging", kstatus.CurrentStatus, "", "")
+	conds = hubtest.ExpectMemberKstatus(t, "kstatus-hanging", kstatus.CurrentStatus, "", "")
 	expectReady(t, conds, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }

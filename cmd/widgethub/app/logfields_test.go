@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -40,12 +41,12 @@ func parseLog(log string) []logLine {
 // Deployment) and controller-runtime's (Reconciler error) alike.
 func TestReconcileLogLinesNameTheirRequest(t *testing.T) {
 	beta := testFleet.Member("beta")
-	registerEngaged(t, "beta", beta)
-	from := len(logs.String())
-	created := createShopWidget(t, beta, "logged", 1)
+	hubtest.RegisterEngaged(t, "beta", beta)
+	from := len(hubtest.Logs.String())
+	created := hubtest.CreateShopWidget(t, beta, "logged", 1)
 	const refusedNS = "logged-refused"
-	denyDeploymentWritesInForce(t, beta, refusedNS)
-	createWidget(t, beta, refusedNS, "refused", 1)
+	hubtest.DenyDeploymentWritesInForce(t, beta, refusedNS)
+	hubtest.CreateWidget(t, beta, refusedNS, "refused", 1)
 	refused := types.NamespacedName{Namespace: refusedNS, Name: "refused"}
 
 	// want are the lines that must be there, each with its request's fields.
@@ -54,7 +55,7 @@ func TestReconcileLogLinesNameTheirRequest(t *testing.T) {
 	NewWithT(t).Eventually(func(g Gomega) {
 		reconcileLines = nil
 		seen := map[string]bool{}
-		for _, l := range parseLog(logs.String()[from:]) {
+		for _, l := range parseLog(hubtest.Logs.String()[from:]) {
 			if l.fields["controller"] != "widget" || l.fields["reconcileID"] == nil {
 				continue
 			}
@@ -64,7 +65,7 @@ func TestReconcileLogLinesNameTheirRequest(t *testing.T) {
 			}
 		}
 		g.Expect(seen).To(HaveLen(len(want)), "log lines with their request's cluster, namespace and name")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	for _, l := range reconcileLines {
 		for _, field := range []string{"cluster", "namespace", "name"} {
 			if v, _ := l.fields[field].(string); v == "" {

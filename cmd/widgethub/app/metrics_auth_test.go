@@ -17,18 +17,16 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // TestMetricsServedOnlyToTheMetricsReader runs the manager as config/rbac
@@ -41,8 +39,8 @@ func TestMetricsServedOnlyToTheMetricsReader(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	addr, managerToken, manager := startSecureMetricsManager(t, "metrics-auth")
-	readerToken := serviceAccountToken(t, testFleet.Hub, "metrics-reader", "widgethub-metrics-reader")
-	strangerToken := serviceAccountToken(t, testFleet.Hub, "metrics-stranger", "")
+	readerToken := hubtest.ServiceAccountToken(t, testFleet.Hub, "metrics-reader", "widgethub-metrics-reader")
+	strangerToken := hubtest.ServiceAccountToken(t, testFleet.Hub, "metrics-stranger", "")
 
 	// The certificate is self-signed, as kubebuilder's default ServiceMonitor
 	// expects (insecureSkipVerify); HTTP/2 is offered and must be declined.
@@ -73,7 +71,7 @@ func TestMetricsServedOnlyToTheMetricsReader(t *testing.T) {
 			_ = c.Close()
 		}
 		return err
-	}, eventually, poll).Should(Succeed(), "the metrics server listens")
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "the metrics server listens")
 	expectPlainHTTPRefused(t, addr)
 
 	// The reader is served.
@@ -82,7 +80,7 @@ func TestMetricsServedOnlyToTheMetricsReader(t *testing.T) {
 		var code int
 		code, body = get(g, readerToken)
 		g.Expect(code).To(Equal(http.StatusOK), "the metrics reader is served: %s", body)
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	e, err := parseExposition(strings.NewReader(body))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(e.types).To(HaveKeyWithValue("widgethub_workqueue_depth", "gauge"))
@@ -146,11 +144,11 @@ func startSecureMetricsManager(t *testing.T, name string, args ...string) (addr,
 	dir := t.TempDir()
 	bin := buildManager(t, dir)
 	hub := testFleet.Hub
-	ensureNamespace(t, hub, ns)
+	hubtest.EnsureNamespace(t, hub, ns)
 	installHubRBAC(t, hub, ns)
-	token = mintToken(t, hub, ns, "widgethub")
+	token = hubtest.MintToken(t, hub, ns, "widgethub")
 	kubeconfig := filepath.Join(dir, "hub.kubeconfig")
-	if err := os.WriteFile(kubeconfig, tokenKubeconfig(t, hub, token), 0o600); err != nil {
+	if err := os.WriteFile(kubeconfig, hubtest.TokenKubeconfig(t, hub, token), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr, err := fleet.FreeAddr()
@@ -238,18 +236,6 @@ func inNamespace(t *testing.T, u *unstructured.Unstructured, ns string) {
 	}
 }
 
-// mintToken is a token of the ServiceAccount ns/name, from the TokenRequest API.
-func mintToken(t *testing.T, cp *fleet.ControlPlane, ns, name string) string {
-	t.Helper()
-	sa := &corev1.ServiceAccount{}
-	sa.Namespace, sa.Name = ns, name
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := cp.Client.SubResource("token").Create(context.Background(), sa, tr); err != nil {
-		t.Fatalf("mint a token for %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
-}
-
 // servingCert is a serving certificate for 127.0.0.1 written to a directory
 // as --metrics-cert-path reads it, and the roots that verify it.
 type servingCert struct {
@@ -291,7 +277,7 @@ func TestMetricsServedWithTheGivenCertificate(t *testing.T) {
 	certDir := t.TempDir()
 	first := writeServingCert(t, certDir)
 	addr, _, _ := startSecureMetricsManager(t, "metrics-cert", "--metrics-cert-path="+certDir)
-	readerToken := serviceAccountToken(t, testFleet.Hub, "metrics-reader", "widgethub-metrics-reader")
+	readerToken := hubtest.ServiceAccountToken(t, testFleet.Hub, "metrics-reader", "widgethub-metrics-reader")
 
 	// served scrapes with a client that trusts roots only, and returns the
 	// certificate the server presented.
@@ -312,13 +298,13 @@ func TestMetricsServedWithTheGivenCertificate(t *testing.T) {
 	}
 	g.Eventually(func(g Gomega) {
 		g.Expect(served(g, first.roots).Equal(first.leaf)).To(BeTrue(), "the certificate of --metrics-cert-path is served")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	rotated := time.Now()
 	second := writeServingCert(t, certDir)
 	g.Eventually(func(g Gomega) {
 		g.Expect(served(g, second.roots).Equal(second.leaf)).To(BeTrue(), "the replaced certificate is served")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	t.Logf("the replaced certificate served after %s", time.Since(rotated).Round(10*time.Millisecond))
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/internal/manifests"
 )
 
@@ -421,7 +422,7 @@ func TestObservabilityMetricsAreServed(t *testing.T) {
 			}
 		}
 		g.Expect(missing).To(BeEmpty(), "metrics the rules or the dashboard use that no manager serves")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	t.Logf("%d metric names of the rules and the dashboard served by a sharded and a leader-elected manager: %s",
 		len(want), strings.Join(slices.Sorted(maps.Keys(want)), " "))
 }

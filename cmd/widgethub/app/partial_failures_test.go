@@ -22,6 +22,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/reconcilers/controller"
 )
 
@@ -51,9 +52,9 @@ func registerThroughProxy(t *testing.T, name string, cp *fleet.ControlPlane) *pr
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	kubeconfig := frontKubeconfig(t, proxy, cp, "widgethub-partial")
-	registerData(t, name, map[string][]byte{"kubeconfig": kubeconfig})
-	expectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	kubeconfig := hubtest.FrontKubeconfig(t, proxy, cp, "widgethub-partial")
+	hubtest.RegisterData(t, name, map[string][]byte{"kubeconfig": kubeconfig})
+	hubtest.ExpectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	return &proxiedMember{name: name, cp: cp, proxy: proxy}
 }
 
@@ -69,26 +70,9 @@ func withoutDirectRegistration(t *testing.T, name string, cp *fleet.ControlPlane
 		t.Fatal(err)
 	}
 	NewWithT(t).Eventually(func(g Gomega) {
-		engagedSince, _ := gaugeValue(g, "widgethub_member_engaged_since_seconds", "cluster", name)
+		engagedSince, _ := hubtest.GaugeValue(g, "widgethub_member_engaged_since_seconds", "cluster", name)
 		g.Expect(engagedSince).To(BeZero())
-	}, eventually, poll).Should(Succeed(), "registration %s still engaged", name)
-}
-
-// gaugeValue is the sum of the family's gauges labelled label=value, and
-// whether there is one.
-func gaugeValue(g Gomega, family, label, value string) (float64, bool) {
-	total, found, err := gatherGauge(family, label, value)
-	g.Expect(err).NotTo(HaveOccurred())
-	return total, found
-}
-
-// gatherGauge is gaugeValue for goroutines without a Gomega.
-func gatherGauge(family, label, value string) (total float64, found bool, err error) {
-	series, err := seriesLabelled(label, value)
-	for _, m := range series[family] {
-		total += m.GetGauge().GetValue()
-	}
-	return total, len(series[family]) > 0, err
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "registration %s still engaged", name)
 }
 
 // widgetsOf creates n Widgets in cp's partial namespace, deleted with their
@@ -110,7 +94,7 @@ func widgetsOf(t *testing.T, cp *fleet.ControlPlane, n int) []types.NamespacedNa
 	for i := range keys {
 		keys[i] = types.NamespacedName{Namespace: partialNS, Name: fleet.WidgetName(cp.Name, i)}
 	}
-	expectAllReplicas(t, cp, keys, 1, eventually)
+	expectAllReplicas(t, cp, keys, 1, hubtest.Within)
 	return keys
 }
 
@@ -135,8 +119,8 @@ func replicasPatch(n int32) client.Patch {
 func betaProbe(t *testing.T, name string) types.NamespacedName {
 	t.Helper()
 	beta := testFleet.Member("beta")
-	key := createShopWidget(t, beta, name, 1)
-	NewWithT(t).Eventually(func(g Gomega) { deployment(g, beta, key) }, eventually, 20*time.Millisecond).Should(Succeed())
+	key := hubtest.CreateShopWidget(t, beta, name, 1)
+	NewWithT(t).Eventually(func(g Gomega) { hubtest.Deployment(g, beta, key) }, hubtest.Within, 20*time.Millisecond).Should(Succeed())
 	return key
 }
 
@@ -164,7 +148,7 @@ func expectAllReplicas(t *testing.T, cp *fleet.ControlPlane, keys []types.Namesp
 // its Deployment took to follow, as a watch on the member (through wc) sees it.
 func changeLatency(t *testing.T, cp *fleet.ControlPlane, wc client.WithWatch, key types.NamespacedName, replicas int32) time.Duration {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	ctx, cancel := context.WithTimeout(context.Background(), hubtest.Within)
 	defer cancel()
 	w, err := wc.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name})
 	if err != nil {
@@ -180,7 +164,7 @@ func changeLatency(t *testing.T, cp *fleet.ControlPlane, wc client.WithWatch, ke
 			return time.Since(start)
 		}
 	}
-	t.Fatalf("the Deployment of %s in %s did not follow a change within %s", key, cp.Name, eventually)
+	t.Fatalf("the Deployment of %s in %s did not follow a change within %s", key, cp.Name, hubtest.Within)
 	return 0
 }
 
@@ -216,7 +200,7 @@ func watchActiveWorkers(t *testing.T) (peak func() int) {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if active, ok, err := gatherGauge("controller_runtime_active_workers", "controller", "widget"); err == nil && ok {
+			if active, ok, err := hubtest.GatherGauge("controller_runtime_active_workers", "controller", "widget"); err == nil && ok {
 				most = max(most, int(active))
 			}
 			select {
@@ -302,8 +286,8 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	bound := documentedPerMemberBound(t, managerOptions())
 	withoutDirectRegistration(t, "alpha", alpha)
 	withoutDirectRegistration(t, "gamma", gamma)
-	register(t, "beta", beta)
-	expectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.Register(t, "beta", beta)
+	hubtest.ExpectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	faulty := []*proxiedMember{
 		registerThroughProxy(t, "stall-gamma", gamma),
 		registerThroughProxy(t, "stall-alpha-1", alpha),
@@ -320,21 +304,21 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	}
 	setAllReplicas(t, gamma, gammaKeys, 2)
 	setAllReplicas(t, alpha, alphaKeys, 2)
-	g.Eventually(func() int { return heldApplies(faulty...) }, eventually, 20*time.Millisecond).Should(BeNumerically(">=", bound),
+	g.Eventually(func() int { return heldApplies(faulty...) }, hubtest.Within, 20*time.Millisecond).Should(BeNumerically(">=", bound),
 		"the hanging members' Deployment writes held by their proxies")
 	hungAfter := time.Since(start)
 
 	// A healthy member's new Widget and changes go through meanwhile.
 	created := time.Now()
 	fresh := types.NamespacedName{Namespace: "shop", Name: "partial-fresh"}
-	createWidget(t, beta, fresh.Namespace, fresh.Name, 1)
-	g.Eventually(func(g Gomega) { deployment(g, beta, fresh) }, 5*time.Second, 20*time.Millisecond).Should(Succeed(),
+	hubtest.CreateWidget(t, beta, fresh.Namespace, fresh.Name, 1)
+	g.Eventually(func(g Gomega) { hubtest.Deployment(g, beta, fresh) }, 5*time.Second, 20*time.Millisecond).Should(Succeed(),
 		"beta's new Widget waited behind members that do not answer (%d writes held)", heldApplies(faulty...))
 	freshTook := time.Since(created)
 	during, duringSamples := medianChangeLatency(t, beta, probe, latencySamples, latencySpacing)
 	held := heldApplies(faulty...)
-	unresponsive, _ := gaugeValue(g, "widgethub_workqueue_unresponsive_in_flight", "name", "widget")
-	active, _ := gaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
+	unresponsive, _ := hubtest.GaugeValue(g, "widgethub_workqueue_unresponsive_in_flight", "name", "widget")
+	active, _ := hubtest.GaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
 	t.Logf("hung within %s: %d Deployment writes held (bound %d), %v unresponsive in flight, %v workers active; beta: new Widget in %s, change latency median %s %v (no fault: %s %v)",
 		hungAfter.Round(time.Millisecond), held, bound, unresponsive, active, freshTook.Round(time.Millisecond),
 		during.Round(time.Millisecond), round(duringSamples), baseline.Round(time.Millisecond), round(baselineSamples))
@@ -350,7 +334,7 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	setAllReplicas(t, gamma, gammaKeys, 3)
 	setAllReplicas(t, alpha, alphaKeys, 3)
 	for _, m := range faulty {
-		expectMemberReady(t, m.name, metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+		hubtest.ExpectMemberReady(t, m.name, metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
 	}
 	toUnreachable := time.Since(start)
 	g.Expect(toUnreachable).To(BeNumerically("<", 30*time.Second), "Unreachable must show within 30s")
@@ -364,7 +348,7 @@ func TestMembersThatStopAnsweringLeaveWorkersToHealthyOnes(t *testing.T) {
 	expectAllReplicas(t, alpha, alphaKeys, 3, 10*time.Second)
 	caughtUp := time.Since(lifted)
 	for _, m := range faulty {
-		expectMemberReady(t, m.name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+		hubtest.ExpectMemberReady(t, m.name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	}
 	t.Logf("Unreachable %s after the first fault; every Widget changed meanwhile reconciled %s after they answered again, Engaged after %s",
 		toUnreachable.Round(time.Millisecond), caughtUp.Round(time.Millisecond), time.Since(lifted).Round(time.Millisecond))
@@ -394,8 +378,8 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 	gamma, beta := testFleet.Member("gamma"), testFleet.Member("beta")
 	bound := documentedPerMemberBound(t, managerOptions())
 	withoutDirectRegistration(t, "gamma", gamma)
-	register(t, "beta", beta)
-	expectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.Register(t, "beta", beta)
+	hubtest.ExpectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	faulty := registerThroughProxy(t, "erring-gamma", gamma)
 	keys := widgetsOf(t, gamma, widgets)
 	probe := betaProbe(t, "erring-probe")
@@ -418,7 +402,7 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 			g := NewWithT(t)
 			baseline, baselineSamples := medianChangeLatency(t, beta, probe, latencySamples, latencySpacing)
 			_, faultedBefore := faulty.proxy.Requests()
-			errorsBefore := counterSum(g, "widgethub_member_reconcile_errors_total", "cluster", faulty.name)
+			errorsBefore := hubtest.CounterSum(g, "widgethub_member_reconcile_errors_total", "cluster", faulty.name)
 			faulty.proxy.Set(c.fault)
 			set := time.Now()
 			replicas++
@@ -426,12 +410,12 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 			changed := time.Now()
 			// Beta is measured once the fault meets the member's first wave
 			// of reconciles.
-			g.Eventually(func() int64 { _, n := faulty.proxy.Requests(); return n - faultedBefore }, eventually, 20*time.Millisecond).
+			g.Eventually(func() int64 { _, n := faulty.proxy.Requests(); return n - faultedBefore }, hubtest.Within, 20*time.Millisecond).
 				Should(BeNumerically(">=", widgets/2))
 			peakWorkers := watchActiveWorkers(t)
 			during, duringSamples := medianChangeLatency(t, beta, probe, latencySamples, latencySpacing)
 			peak := peakWorkers()
-			failed := counterSum(g, "widgethub_member_reconcile_errors_total", "cluster", faulty.name) - errorsBefore
+			failed := hubtest.CounterSum(g, "widgethub_member_reconcile_errors_total", "cluster", faulty.name) - errorsBefore
 			elapsed := time.Since(set)
 			seen, faulted := faulty.proxy.Requests()
 			t.Logf("beta's change latency: median %s %v with %s on gamma (%d of its requests met the fault, %d in all; %v of its reconciles failed in %s; at most %d workers busy), %s %v without",
@@ -451,13 +435,13 @@ func TestErrorsAndLatencyFromOneMemberDoNotSlowOthers(t *testing.T) {
 					g.Expect(ptr.Deref(d.Spec.Replicas, -1)).NotTo(Equal(replicas), "Deployment %s changed through a fault that refuses writes", d.Name)
 				}
 			} else {
-				expectAllReplicas(t, gamma, keys, replicas, eventually)
+				expectAllReplicas(t, gamma, keys, replicas, hubtest.Within)
 				t.Logf("gamma reconciled its %d changes in %s with %s on", widgets, time.Since(changed).Round(time.Millisecond), c.name)
 			}
 
 			cleared := time.Now()
 			faulty.proxy.Clear()
-			expectAllReplicas(t, gamma, keys, replicas, eventually)
+			expectAllReplicas(t, gamma, keys, replicas, hubtest.Within)
 			t.Logf("gamma caught up %s after the fault ended", time.Since(cleared).Round(time.Millisecond))
 		})
 	}
@@ -482,8 +466,8 @@ func TestMembersBusyWhenTheyGoSilentTogetherLeaveAWorkerToQuietOnes(t *testing.T
 	const workers = documentedWorkers
 	withoutDirectRegistration(t, "alpha", alpha)
 	withoutDirectRegistration(t, "gamma", gamma)
-	register(t, "beta", beta)
-	expectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.Register(t, "beta", beta)
+	hubtest.ExpectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	var silent []*proxiedMember
 	addMembers := func(n int) {
 		for i := len(silent); i < n; i++ {
@@ -505,10 +489,10 @@ func TestMembersBusyWhenTheyGoSilentTogetherLeaveAWorkerToQuietOnes(t *testing.T
 		setAllReplicas(t, gamma, gammaKeys, replicas)
 		setAllReplicas(t, alpha, alphaKeys, replicas)
 		g.Eventually(func(g Gomega) {
-			active, _ := gaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
+			active, _ := hubtest.GaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
 			g.Expect(active).To(BeNumerically(">=", workers))
-		}, eventually, 20*time.Millisecond).Should(Succeed(), "the busy members never held every worker: the test shows nothing")
-		ready, _ := gaugeValue(g, "widgethub_workqueue_depth", "name", "widget")
+		}, hubtest.Within, 20*time.Millisecond).Should(Succeed(), "the busy members never held every worker: the test shows nothing")
+		ready, _ := hubtest.GaugeValue(g, "widgethub_workqueue_depth", "name", "widget")
 		busyFor := time.Since(changed)
 
 		// All go silent at once, holding every worker with their backlogs
@@ -519,13 +503,13 @@ func TestMembersBusyWhenTheyGoSilentTogetherLeaveAWorkerToQuietOnes(t *testing.T
 		}
 		silenced := time.Now()
 		time.Sleep(time.Second)
-		active, _ := gaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
+		active, _ := hubtest.GaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
 		held := heldApplies(silent...)
 
 		created := time.Now()
 		fresh := types.NamespacedName{Namespace: "shop", Name: fmt.Sprintf("busy-fresh-%d", n)}
-		createWidget(t, beta, fresh.Namespace, fresh.Name, 1)
-		g.Eventually(func(g Gomega) { deployment(g, beta, fresh) }, 30*time.Second, 10*time.Millisecond).Should(Succeed())
+		hubtest.CreateWidget(t, beta, fresh.Namespace, fresh.Name, 1)
+		g.Eventually(func(g Gomega) { hubtest.Deployment(g, beta, fresh) }, 30*time.Second, 10*time.Millisecond).Should(Succeed())
 		freshTook := time.Since(created)
 		median, samples := medianChangeLatency(t, beta, probe, latencySamples, latencySpacing)
 		t.Logf("%d members busy for %s (%v requests queued, every worker theirs); a second after they went silent: %d writes held, %v workers active; beta: new Widget in %s, change latency median %s %v (until %s after)",

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // The manager answers the kubelet's probes of config/manager/manager.yaml:
@@ -26,7 +27,7 @@ func TestManagerAnswersItsHealthProbes(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildManager(t, dir)
 	ns := "widgethub-probes"
-	ensureNamespace(t, testFleet.Hub, ns)
+	hubtest.EnsureNamespace(t, testFleet.Hub, ns)
 	kubeconfig := filepath.Join(dir, "hub.kubeconfig")
 	g.Expect(os.WriteFile(kubeconfig, testFleet.Hub.Kubeconfig, 0o600)).To(Succeed())
 	addr, err := fleet.FreeAddr()
@@ -48,7 +49,7 @@ func TestManagerAnswersItsHealthProbes(t *testing.T) {
 			code, body := get(g, path)
 			g.Expect(code).To(Equal(http.StatusOK), "%s: %s", path, body)
 			g.Expect(body).To(Equal("ok"))
-		}, eventually, poll).Should(Succeed(), "%s of the manager", path)
+		}, hubtest.Within, hubtest.Poll).Should(Succeed(), "%s of the manager", path)
 		code, body := get(g, path+"?verbose")
 		g.Expect(code).To(Equal(http.StatusOK))
 		g.Expect(body).To(ContainSubstring("[+]ping ok"), "%s?verbose", path)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -26,7 +27,7 @@ func cacheLists(r *http.Request) bool {
 
 // probesOf counts the health probes of the member called cluster.
 func probesOf(cluster string) uint64 {
-	series, _ := seriesLabelled("cluster", cluster)
+	series, _ := hubtest.SeriesLabelled("cluster", cluster)
 	var n uint64
 	for _, m := range series["widgethub_member_probe_duration_seconds"] {
 		n += m.GetHistogram().GetSampleCount()
@@ -52,11 +53,11 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	if members.DefaultConcurrentEngagements >= hanging {
 		t.Fatalf("%d hanging registrations do not outnumber the %d workers", hanging, members.DefaultConcurrentEngagements)
 	}
-	registerEngaged(t, "fresh", beta)
-	down, downKubeconfig := tcpProxied(t, beta)
-	registerData(t, "outage", map[string][]byte{"kubeconfig": downKubeconfig})
-	t.Cleanup(func() { unregister(t, "outage") })
-	expectMemberReady(t, "outage", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.RegisterEngaged(t, "fresh", beta)
+	down, downKubeconfig := hubtest.TCPProxied(t, beta)
+	hubtest.RegisterData(t, "outage", map[string][]byte{"kubeconfig": downKubeconfig})
+	t.Cleanup(func() { hubtest.Unregister(t, "outage") })
+	hubtest.ExpectMemberReady(t, "outage", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	front, err := fleet.NewHTTPProxy(alpha.Config.Host, alpha.Config.CAData)
 	if err != nil {
@@ -64,7 +65,7 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	}
 	t.Cleanup(front.Close)
 	front.Set(fleet.Fault{BlackHole: true, Match: cacheLists})
-	kubeconfig := frontKubeconfig(t, front, alpha, "widgethub-hanging")
+	kubeconfig := hubtest.FrontKubeconfig(t, front, alpha, "widgethub-hanging")
 
 	// fresh's probes, as the times its probe count was seen to grow.
 	g := NewWithT(t)
@@ -91,23 +92,23 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 
 	for i := range hanging {
 		name := fmt.Sprintf("hanging-%02d", i)
-		registerData(t, name, map[string][]byte{"kubeconfig": kubeconfig})
-		t.Cleanup(func() { unregister(t, name) })
+		hubtest.RegisterData(t, name, map[string][]byte{"kubeconfig": kubeconfig})
+		t.Cleanup(func() { hubtest.Unregister(t, name) })
 	}
-	g.Eventually(func() int { return len(front.Held()) }, eventually, poll).Should(BeNumerically(">=", members.DefaultConcurrentEngagements),
+	g.Eventually(func() int { return len(front.Held()) }, hubtest.Within, hubtest.Poll).Should(BeNumerically(">=", members.DefaultConcurrentEngagements),
 		"cache lists of the hanging registrations held by the front")
 
 	// A new member, registered while they hang.
 	start := time.Now()
-	register(t, "newcomer", gamma)
-	t.Cleanup(func() { unregister(t, "newcomer") })
-	expectMemberReady(t, "newcomer", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.Register(t, "newcomer", gamma)
+	t.Cleanup(func() { hubtest.Unregister(t, "newcomer") })
+	hubtest.ExpectMemberReady(t, "newcomer", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	engaged := time.Since(start)
 
 	// Another member's API server goes away.
 	down.Down()
 	start = time.Now()
-	expectMemberReady(t, "outage", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	hubtest.ExpectMemberReady(t, "outage", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
 	unreachable := time.Since(start)
 
 	// fresh is probed throughout: for two sync timeouts of the hanging ones at least.
@@ -133,6 +134,6 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	if limit := time.Duration(opts.ProbeFailureThreshold)*(opts.ProbeInterval+opts.ProbeTimeout) + probeSlack; unreachable > limit {
 		t.Errorf("a member that went away was Unreachable after %s, more than %s, while %d registrations hang", unreachable.Round(time.Millisecond), limit, hanging)
 	}
-	mc := expectMemberReady(t, "hanging-00", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
-	t.Logf("a hanging registration shows: %s", readyConditionOf(mc).Message)
+	mc := hubtest.ExpectMemberReady(t, "hanging-00", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	t.Logf("a hanging registration shows: %s", hubtest.ReadyConditionOf(mc).Message)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -56,7 +57,7 @@ func renewMember(t *testing.T) (*fleet.ControlPlane, *fleet.KubeconfigFiles) {
 			return
 		}
 		renewPlane = planes[0]
-		credentials.addKubeconfig(renewPlane.Kubeconfig)
+		fleet.HandOverKubeconfig(renewPlane.Kubeconfig)
 		var dir string
 		if dir, renewStartErr = os.MkdirTemp("", "widgethub-renew-"); renewStartErr == nil {
 			renewFiles, renewStartErr = testFleet.WriteKubeconfigs(dir)
@@ -87,7 +88,7 @@ func joinRenewable(t *testing.T, name string) *corev1.Secret {
 	kubectlWidgethub(t, files, "join", name, "--member-context", "renew", "--token-ttl", "10m")
 	t.Cleanup(func() { kubectlWidgethub(t, files, "unjoin", name, "--member-context", "renew") })
 	secret := hubSecret(NewWithT(t), name)
-	credentials.addKubeconfig(secret.Data[registration.SecretKey])
+	fleet.HandOverKubeconfig(secret.Data[registration.SecretKey])
 	return secret
 }
 
@@ -126,24 +127,9 @@ func cacheRequests(g Gomega, cp *fleet.ControlPlane) int {
 
 // credentialsExpiring is the CredentialsExpiring condition of name's MemberCluster.
 func credentialsExpiring(g Gomega, name string) *metav1.Condition {
-	cond := meta.FindStatusCondition(memberCluster(g, name).Status.Conditions, v1alpha1.MemberCredentialsExpiring)
+	cond := meta.FindStatusCondition(hubtest.MemberCluster(g, name).Status.Conditions, v1alpha1.MemberCredentialsExpiring)
 	g.Expect(cond).NotTo(BeNil(), "MemberCluster %s has a CredentialsExpiring condition", name)
 	return cond
-}
-
-// gauge is the value of a per-member metric family of the in-process manager.
-func gauge(g Gomega, family, cluster string) (float64, bool) {
-	series, err := seriesLabelled("cluster", cluster)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, m := range series[family] {
-		switch {
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue(), true
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
 }
 
 // A member that join registered gets a new token from the hub before its
@@ -158,14 +144,14 @@ func TestRenewTokenInPlace(t *testing.T) {
 	secret := joinRenewable(t, "renewed")
 	oldToken, old := tokenOf(g, secret)
 	g.Expect(old.Lifetime()).To(Equal(10 * time.Minute))
-	expectMemberReady(t, "renewed", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	key := createShopWidget(t, member, "renewed", 1)
-	expectReplicas(t, member, key, 1, eventually)
+	hubtest.ExpectMemberReady(t, "renewed", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := hubtest.CreateShopWidget(t, member, "renewed", 1)
+	hubtest.ExpectReplicas(t, member, key, 1, hubtest.Within)
 	g.Eventually(func(g Gomega) {
 		cond := credentialsExpiring(g, "renewed")
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberCredentialsRenewableReason))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	cachesBefore := cacheRequests(g, member)
 
 	// Renewed once 2% of 10 minutes are gone: about 12 s after join.
@@ -174,10 +160,10 @@ func TestRenewTokenInPlace(t *testing.T) {
 		renewed = hubSecret(g, "renewed")
 		token, _ := tokenOf(g, renewed)
 		g.Expect(token).NotTo(Equal(oldToken), "the registration holds a renewed token")
-	}, time.Duration(float64(old.Lifetime())*(1-renewRemaining))+eventually, poll).Should(Succeed())
+	}, time.Duration(float64(old.Lifetime())*(1-renewRemaining))+hubtest.Within, hubtest.Poll).Should(Succeed())
 	renewedAt := time.Now()
 	newToken, claims := tokenOf(g, renewed)
-	credentials.add(newToken)
+	fleet.HandOver(newToken)
 	t.Logf("renewed %s after join (due %s after)", renewedAt.Sub(start).Round(time.Millisecond),
 		time.Duration(float64(old.Lifetime())*(1-renewRemaining)))
 	g.Expect(claims.ServiceAccount).To(Equal(old.ServiceAccount))
@@ -201,25 +187,25 @@ func TestRenewTokenInPlace(t *testing.T) {
 
 	// The member shows the new token's expiry, and swapped it in place.
 	g.Eventually(func(g Gomega) {
-		mc := memberCluster(g, "renewed")
+		mc := hubtest.MemberCluster(g, "renewed")
 		g.Expect(mc.Status.TokenExpiry).NotTo(BeNil())
 		g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("==", claims.Expiry))
-		g.Expect(readyConditionOf(mc).Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(logs.String()).To(MatchRegexp(`Swapped the member's token in place.*"cluster": "renewed"`))
-	}, eventually, poll).Should(Succeed())
-	setReplicas(t, member, key, 2)
-	expectReplicas(t, member, key, 2, eventually)
+		g.Expect(hubtest.ReadyConditionOf(mc).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(hubtest.Logs.String()).To(MatchRegexp(`Swapped the member's token in place.*"cluster": "renewed"`))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
+	hubtest.SetReplicas(t, member, key, 2)
+	hubtest.ExpectReplicas(t, member, key, 2, hubtest.Within)
 	// And renews again, 12 s later.
 	g.Eventually(func(g Gomega) {
 		token, _ := tokenOf(g, hubSecret(g, "renewed"))
 		g.Expect(token).NotTo(BeElementOf(oldToken, newToken))
-		credentials.add(token)
-	}, time.Duration(float64(old.Lifetime())*(1-renewRemaining))+eventually, poll).Should(Succeed())
-	setReplicas(t, member, key, 3)
-	expectReplicas(t, member, key, 3, eventually)
+		fleet.HandOver(token)
+	}, time.Duration(float64(old.Lifetime())*(1-renewRemaining))+hubtest.Within, hubtest.Poll).Should(Succeed())
+	hubtest.SetReplicas(t, member, key, 3)
+	hubtest.ExpectReplicas(t, member, key, 3, hubtest.Within)
 	g.Eventually(func(g Gomega) {
-		g.Expect(logs.String()).To(MatchRegexp(`(?s)Swapped the member's token in place.*"cluster": "renewed".*Swapped the member's token in place.*"cluster": "renewed"`))
-	}, eventually, poll).Should(Succeed())
+		g.Expect(hubtest.Logs.String()).To(MatchRegexp(`(?s)Swapped the member's token in place.*"cluster": "renewed".*Swapped the member's token in place.*"cluster": "renewed"`))
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	cachesAfter := cacheRequests(g, member)
 	g.Expect(cachesAfter).To(Equal(cachesBefore), "lists and ended watches of the hub's caches at the member across the renewals")
@@ -229,26 +215,26 @@ func TestRenewTokenInPlace(t *testing.T) {
 	// A Normal Event says so, without a credential.
 	g.Eventually(func(g Gomega) {
 		var found bool
-		for _, e := range secretEventsV1(g, "renewed") {
-			expectNoneOf(t, "Event "+e.Reason, e.Note, []string{oldToken, newToken})
+		for _, e := range hubtest.SecretEventsV1(g, "renewed") {
+			hubtest.ExpectNoneOf(t, "Event "+e.Reason, e.Note, []string{oldToken, newToken})
 			found = found || (e.Reason == "TokenRenewed" && e.Type == corev1.EventTypeNormal)
 		}
 		g.Expect(found).To(BeTrue(), "a Normal TokenRenewed Event on the Secret")
-	}, eventually, poll).Should(Succeed())
-	expiry, ok := gauge(g, "widgethub_member_credentials_expiry_timestamp_seconds", "renewed")
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
+	expiry, ok := hubtest.Gauge(g, "widgethub_member_credentials_expiry_timestamp_seconds", "renewed")
 	g.Expect(ok).To(BeTrue())
 	g.Expect(expiry).To(BeNumerically(">", float64(old.Expiry.Unix())))
 
 	// The count sees a rebuild: a change of the TLS server name engages
 	// the member afresh, and the old caches' watches end.
 	current := hubSecret(g, "renewed")
-	current.Data[registration.SecretKey] = editKubeconfig(t, current.Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+	current.Data[registration.SecretKey] = hubtest.EditKubeconfig(t, current.Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
 		c.TLSServerName = "localhost"
 	})
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), current)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(cacheRequests(g, member)).To(BeNumerically(">", cachesAfter))
-	}, eventually, poll).Should(Succeed(), "a re-engagement shows in the audit log")
+	}, hubtest.Within, hubtest.Poll).Should(Succeed(), "a re-engagement shows in the audit log")
 }
 
 // With the rule that allows the renewal removed from the member role, the
@@ -261,7 +247,7 @@ func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
 	member, _ := renewMember(t)
 	secret := joinRenewable(t, "unrenewable")
 	token, claims := tokenOf(g, secret)
-	expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	// Take the rule away before the renewal is due.
 	restore := withoutRenewalRule(t, member)
@@ -274,31 +260,31 @@ func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
 		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberRenewalFailedReason))
 		g.Expect(cond.Message).To(ContainSubstring("403 Forbidden"))
-		v, ok := gauge(g, "widgethub_member_credentials_expiring", "unrenewable")
+		v, ok := hubtest.Gauge(g, "widgethub_member_credentials_expiring", "unrenewable")
 		g.Expect(ok && v == 1).To(BeTrue(), "widgethub_member_credentials_expiring is 1")
-		v, _ = gauge(g, "widgethub_member_credentials_renewal_failures_total", "unrenewable")
+		v, _ = hubtest.Gauge(g, "widgethub_member_credentials_renewal_failures_total", "unrenewable")
 		g.Expect(v).To(BeNumerically(">=", 1))
-	}, 2*eventually, poll).Should(Succeed())
+	}, 2*hubtest.Within, hubtest.Poll).Should(Succeed())
 	t.Logf("CredentialsExpiring=True %s after the rule was removed, %s before the token expires",
 		time.Since(removed).Round(time.Millisecond), time.Until(claims.Expiry).Round(time.Second))
 
 	// The member works on with its current token.
-	key := createShopWidget(t, member, "unrenewable", 2)
-	expectReplicas(t, member, key, 2, eventually)
-	mc := expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	key := hubtest.CreateShopWidget(t, member, "unrenewable", 2)
+	hubtest.ExpectReplicas(t, member, key, 2, hubtest.Within)
+	mc := hubtest.ExpectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("==", claims.Expiry))
 	still := hubSecret(g, "unrenewable")
 	g.Expect(still.Data).To(Equal(secret.Data), "the registration keeps its token")
 	g.Eventually(func(g Gomega) {
 		var warned bool
-		for _, e := range secretEventsV1(g, "unrenewable") {
-			expectNoneOf(t, "Event "+e.Reason, e.Note, []string{token})
+		for _, e := range hubtest.SecretEventsV1(g, "unrenewable") {
+			hubtest.ExpectNoneOf(t, "Event "+e.Reason, e.Note, []string{token})
 			warned = warned || (e.Reason == v1alpha1.MemberRenewalFailedReason && e.Type == corev1.EventTypeWarning)
 		}
 		g.Expect(warned).To(BeTrue(), "a Warning RenewalFailed Event on the Secret")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	// Retried with backoff, not in a loop: 10 s, then 20 s.
-	failures, _ := gauge(g, "widgethub_member_credentials_renewal_failures_total", "unrenewable")
+	failures, _ := hubtest.Gauge(g, "widgethub_member_credentials_renewal_failures_total", "unrenewable")
 	g.Expect(failures).To(BeNumerically("<=", 1+time.Since(removed)/(10*time.Second)))
 
 	// The rule back: the next attempt renews the token.
@@ -306,14 +292,14 @@ func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		renewed, _ := tokenOf(g, hubSecret(g, "unrenewable"))
 		g.Expect(renewed).NotTo(Equal(token))
-		credentials.add(renewed)
+		fleet.HandOver(renewed)
 		cond := credentialsExpiring(g, "unrenewable")
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberCredentialsRenewableReason))
-		v, _ := gauge(g, "widgethub_member_credentials_expiring", "unrenewable")
+		v, _ := hubtest.Gauge(g, "widgethub_member_credentials_expiring", "unrenewable")
 		g.Expect(v).To(BeZero())
-	}, members.DefaultMaxRenewRetry, poll).Should(Succeed())
-	expectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	}, members.DefaultMaxRenewRetry, hubtest.Poll).Should(Succeed())
+	hubtest.ExpectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }
 
 // withoutRenewalRule empties the member role that allows the hub's
@@ -352,12 +338,12 @@ func TestUnrenewableTokenWorksUntilItExpires(t *testing.T) {
 	member, _ := renewMember(t)
 	secret := joinRenewable(t, "expiring-soon")
 	token, _ := tokenOf(g, secret)
-	expectMemberReady(t, "expiring-soon", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.ExpectMemberReady(t, "expiring-soon", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	withoutRenewalRule(t, member)
 
 	short, err := member.ReissueToken(token, time.Now().Add(30*time.Second))
 	g.Expect(err).NotTo(HaveOccurred())
-	credentials.add(short)
+	fleet.HandOver(short)
 	secret = hubSecret(g, "expiring-soon")
 	secret.Data[registration.SecretKey] = bytes.ReplaceAll(secret.Data[registration.SecretKey], []byte(token), []byte(short))
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
@@ -365,41 +351,41 @@ func TestUnrenewableTokenWorksUntilItExpires(t *testing.T) {
 
 	// The warning comes first: the renewal was due at once and fails.
 	g.Eventually(func(g Gomega) {
-		mc := memberCluster(g, "expiring-soon")
+		mc := hubtest.MemberCluster(g, "expiring-soon")
 		g.Expect(mc.Status.TokenExpiry).NotTo(BeNil())
 		g.Expect(mc.Status.TokenExpiry.Time).To(BeTemporally("==", claims.Expiry))
 		cond := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberCredentialsExpiring)
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberRenewalFailedReason))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	warned := time.Now()
 	g.Expect(warned).To(BeTemporally("<", claims.Expiry), "CredentialsExpiring warned before the token expired")
 
 	// The member works on with the short token: a Widget is reconciled
 	// and the member stays Ready until the API server refuses the token.
-	key := createShopWidget(t, member, "expiring-soon", 1)
-	expectReplicas(t, member, key, 1, time.Until(claims.Expiry))
+	key := hubtest.CreateShopWidget(t, member, "expiring-soon", 1)
+	hubtest.ExpectReplicas(t, member, key, 1, time.Until(claims.Expiry))
 	g.Expect(time.Now()).To(BeTemporally("<", claims.Expiry), "reconciled before the token expired")
 	g.Consistently(func(g Gomega) {
-		g.Expect(readyConditionOf(memberCluster(g, "expiring-soon")).Status).To(Equal(metav1.ConditionTrue))
-	}, time.Until(claims.Expiry), poll).Should(Succeed(), "Ready until the token expires")
+		g.Expect(hubtest.ReadyConditionOf(hubtest.MemberCluster(g, "expiring-soon")).Status).To(Equal(metav1.ConditionTrue))
+	}, time.Until(claims.Expiry), hubtest.Poll).Should(Succeed(), "Ready until the token expires")
 
 	// Refused from a minute past expiry on: Unauthorized, said in the
 	// conditions; the Widget and its Deployment stay.
 	g.Eventually(func(g Gomega) {
-		mc := memberCluster(g, "expiring-soon")
-		ready := readyConditionOf(mc)
+		mc := hubtest.MemberCluster(g, "expiring-soon")
+		ready := hubtest.ReadyConditionOf(mc)
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Reason).To(Equal(v1alpha1.MemberUnauthorizedReason))
 		cond := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberCredentialsExpiring)
 		g.Expect(cond.Message).To(ContainSubstring("expired at"))
 		g.Expect(cond.Message).To(ContainSubstring("join --overwrite"))
-		expectNoneOf(t, "MemberCluster conditions", fmt.Sprint(mc.Status.Conditions), []string{token, short})
-	}, time.Until(claims.Expiry)+time.Minute+2*eventually, poll).Should(Succeed())
+		hubtest.ExpectNoneOf(t, "MemberCluster conditions", fmt.Sprint(mc.Status.Conditions), []string{token, short})
+	}, time.Until(claims.Expiry)+time.Minute+2*hubtest.Within, hubtest.Poll).Should(Succeed())
 	t.Logf("warned %s before expiry; Unauthorized %s after it", claims.Expiry.Sub(warned).Round(time.Second),
 		time.Since(claims.Expiry).Round(time.Second))
-	g.Expect(deployment(g, member, key).Spec.Replicas).To(Equal(ptr.To(int32(1))))
+	g.Expect(hubtest.Deployment(g, member, key).Spec.Replicas).To(Equal(ptr.To(int32(1))))
 }
 
 // A registration without join's renewal mark is never rewritten by the hub,
@@ -421,11 +407,11 @@ func TestHandWrittenRegistrationIsNotRenewed(t *testing.T) {
 		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "10 minutes are within the warning window")
 		g.Expect(cond.Reason).To(Equal(v1alpha1.MemberCredentialsExpiresSoonReason))
 		g.Expect(cond.Message).To(ContainSubstring("kubectl widgethub join --overwrite"))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	// Well past the time the hub would have renewed a marked one.
 	time.Sleep(time.Until(due.Add(2 * managerOptions().ProbeInterval)))
 	g.Consistently(func(g Gomega) {
 		g.Expect(hubSecret(g, "by-hand").ResourceVersion).To(Equal(version), "the hub rewrote a registration join did not mark")
-	}, 3*managerOptions().ProbeInterval, poll).Should(Succeed())
-	expectMemberReady(t, "by-hand", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	}, 3*managerOptions().ProbeInterval, hubtest.Poll).Should(Succeed())
+	hubtest.ExpectMemberReady(t, "by-hand", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 }

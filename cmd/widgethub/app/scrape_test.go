@@ -26,6 +26,7 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // scraped is one series of a Prometheus text exposition.
@@ -142,7 +143,7 @@ func scrapeMembersOf(t *testing.T) (a, b *fleet.ControlPlane) {
 	scrapeMembersOnce.Do(func() {
 		scrapeMembers, scrapeMembersErr = testFleet.AddMembers("scrape-a", "scrape-b")
 		for _, m := range scrapeMembers {
-			credentials.addKubeconfig(m.Kubeconfig)
+			fleet.HandOverKubeconfig(m.Kubeconfig)
 		}
 	})
 	if scrapeMembersErr != nil {
@@ -162,12 +163,12 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
 	g.Expect(os.WriteFile(hubKubeconfig, testFleet.Hub.Kubeconfig, 0o600)).To(Succeed())
 
-	proxy, err := fleet.NewProxy(hostPort(t, b))
+	proxy, err := fleet.NewProxy(hubtest.HostPort(t, b))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(proxy.Down)
 	registrations := map[string][]byte{
 		a.Name: a.Kubeconfig,
-		b.Name: editKubeconfig(t, b.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() }),
+		b.Name: hubtest.EditKubeconfig(t, b.Kubeconfig, func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "https://" + proxy.Addr() }),
 	}
 	for name, kc := range registrations {
 		secret := registration.NewSecret(ns, name, kc)
@@ -179,9 +180,9 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, registration.NewSecret(ns, name, nil)) })
 	}
 	for i := range 3 {
-		createWidget(t, a, "shop", fmt.Sprintf("scraped-%d", i), 1)
+		hubtest.CreateWidget(t, a, "shop", fmt.Sprintf("scraped-%d", i), 1)
 	}
-	createWidget(t, b, "shop", "scraped", 1)
+	hubtest.CreateWidget(t, b, "shop", "scraped", 1)
 	t.Cleanup(func() { deleteWidgetsAndDeployments(t, a, b) })
 
 	addr, err := fleet.FreeAddr()
@@ -216,7 +217,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		}
 		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(3.0))
 		g.Expect(series(g, e, "widgethub_member_widgets", b.Name)).To(Equal(1.0))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	for _, m := range []string{a.Name, b.Name} {
 		// Every probe is timed: the histogram's +Inf bucket holds them all.
 		count := series(g, e, "widgethub_member_probe_duration_seconds_count", m)
@@ -242,23 +243,23 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		g.Expect(ok).To(BeTrue(), "widgethub_workqueue_unresponsive_in_flight is served")
 		g.Expect(unresponsive).To(Equal(float64(bound)), "workers held by the member that does not answer")
 		g.Expect(series(g, e, "widgethub_workqueue_member_in_flight", b.Name)).To(BeZero(), "b's requests in flight")
-	}, 20*time.Second, poll).Should(Succeed(), "a's Deployment writes held by the webhook")
+	}, 20*time.Second, hubtest.Poll).Should(Succeed(), "a's Deployment writes held by the webhook")
 	hook.releaseAll()
 	g.Eventually(func(g Gomega) {
 		e = scrape(g)
 		g.Expect(series(g, e, "widgethub_workqueue_member_in_flight", a.Name)).To(BeZero(), "a's requests in flight")
 		g.Expect(series(g, e, "widgethub_workqueue_member_depth", a.Name)).To(BeZero(), "a's requests waiting")
 		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(float64(3 + held)))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	// a's Deployment writes are refused: its reconcile errors are counted, b's are not.
-	denyDeploymentWritesInForce(t, a, "refused")
-	createWidget(t, a, "refused", "refused", 1)
+	hubtest.DenyDeploymentWritesInForce(t, a, "refused")
+	hubtest.CreateWidget(t, a, "refused", "refused", 1)
 	g.Eventually(func(g Gomega) {
 		e = scrape(g)
 		g.Expect(series(g, e, "widgethub_member_reconcile_errors_total", a.Name)).To(BeNumerically(">=", 1))
 		g.Expect(series(g, e, "widgethub_member_widgets", a.Name)).To(Equal(float64(4 + held)))
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	// Served from 0 since b's caches synced.
 	g.Expect(series(g, e, "widgethub_member_reconcile_errors_total", b.Name)).To(BeZero(), "b's reconciles do not fail")
 	g.Expect(series(g, e, "widgethub_member_reconciles_total", b.Name)).To(BeNumerically(">=", 1), "b's Widget reconciled")
@@ -272,7 +273,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		failures := series(g, e, "widgethub_member_probe_failures_total", b.Name)
 		g.Expect(failures).To(BeNumerically(">=", threshold))
 		g.Expect(series(g, e, "widgethub_member_probe_duration_seconds_count", b.Name)).To(BeNumerically(">=", failures), "every probe is timed")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	// a stays engaged (its failing writes may have made it Degraded: not ready).
 	g.Expect(series(g, e, "widgethub_member_engaged_since_seconds", a.Name)).To(BeNumerically(">=", float64(started.Unix())), "a is still engaged")
 
@@ -329,7 +330,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 		g.Expect(e.namesLabelled("widgethub_workqueue_member_", "cluster", a.Name)).To(BeEmpty(), "queue series of the unregistered member")
 		g.Expect(registered(g, e)).To(Equal(1.0))
 		g.Expect(e.namesLabelled("widgethub_member_", "cluster", b.Name)).NotTo(BeEmpty(), "series of the registered member")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 }
 
 // deleteWidgetsAndDeployments deletes every Widget and Deployment of the

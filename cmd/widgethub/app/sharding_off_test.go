@@ -8,15 +8,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
 // Without --sharding the manager is the one of before: it engages every
 // member, writes no sharding Lease and shows no servedBy.
 func TestShardingOffEngagesEverythingAndWritesNoShardingLease(t *testing.T) {
-	register(t, "unsharded", testFleet.Member("beta"))
-	t.Cleanup(func() { unregister(t, "unsharded") })
-	mc := expectMemberReady(t, "unsharded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	hubtest.Register(t, "unsharded", testFleet.Member("beta"))
+	t.Cleanup(func() { hubtest.Unregister(t, "unsharded") })
+	mc := hubtest.ExpectMemberReady(t, "unsharded", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	if mc.Status.ServedBy != "" {
 		t.Errorf("status.servedBy = %q without sharding, want empty", mc.Status.ServedBy)
 	}

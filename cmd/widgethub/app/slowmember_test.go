@@ -24,6 +24,7 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // heldWrites is an admission webhook that holds every request until released,
@@ -78,7 +79,7 @@ const inForceProbe = "held-writes-probe"
 // API server calls the webhook for the Deployments of ns.
 func holdDeploymentWritesInForce(t *testing.T, cp *fleet.ControlPlane, ns string) *heldWrites {
 	t.Helper()
-	ensureNamespace(t, cp, ns)
+	hubtest.EnsureNamespace(t, cp, ns)
 	h := holdDeploymentWrites(t, cp, ns)
 	labels := map[string]string{"app": inForceProbe}
 	probe := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: inForceProbe}, Spec: appsv1.DeploymentSpec{
@@ -89,7 +90,7 @@ func holdDeploymentWritesInForce(t *testing.T, cp *fleet.ControlPlane, ns string
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(cp.Client.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)).To(Succeed())
 		g.Expect(h.probed.Load()).To(BeTrue(), "the webhook saw the probe")
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 	return h
 }
 
@@ -166,10 +167,10 @@ func TestHangingMemberLeavesWorkersToOthers(t *testing.T) {
 	const ns, widgets = "held", 30
 	alpha, beta := testFleet.Member("alpha"), testFleet.Member("beta")
 	bound := documentedPerMemberBound(t, managerOptions())
-	ensureNamespace(t, alpha, ns)
+	hubtest.EnsureNamespace(t, alpha, ns)
 	hook := holdDeploymentWrites(t, alpha, ns)
-	register(t, "alpha", alpha)
-	register(t, "beta", beta)
+	hubtest.Register(t, "alpha", alpha)
+	hubtest.Register(t, "beta", beta)
 	t.Cleanup(func() {
 		if err := alpha.Client.DeleteAllOf(context.Background(), &v1alpha1.Widget{}, client.InNamespace(ns)); err != nil {
 			t.Error(err)
@@ -181,9 +182,9 @@ func TestHangingMemberLeavesWorkersToOthers(t *testing.T) {
 
 	g := NewWithT(t)
 	held := func() int { n, _ := hook.counts(); return n }
-	g.Eventually(held, eventually, 20*time.Millisecond).Should(Equal(bound), "alpha's Deployment writes held by the webhook")
+	g.Eventually(held, hubtest.Within, 20*time.Millisecond).Should(Equal(bound), "alpha's Deployment writes held by the webhook")
 	g.Consistently(held, time.Second, 20*time.Millisecond).Should(Equal(bound), "alpha's Deployment writes held by the webhook")
-	took := expectReconcilesPromptly(t, "beside-held", 2)
+	took := hubtest.ExpectReconcilesPromptly(t, "beside-held", 2)
 	t.Logf("beta reconciled a change in %s while %d of alpha's writes were held", took, bound)
 	if held, most := hook.counts(); held != bound || most != bound {
 		t.Fatalf("alpha had %d writes held (at most %d), want %d: the bound on a member's reconciles does not hold", held, most, bound)
@@ -193,7 +194,7 @@ func TestHangingMemberLeavesWorkersToOthers(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		for i := range widgets {
 			key := types.NamespacedName{Namespace: ns, Name: fleet.WidgetName("held", i)}
-			g.Expect(deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To[int32](1)))
+			g.Expect(hubtest.Deployment(g, alpha, key).Spec.Replicas).To(Equal(ptr.To[int32](1)))
 		}
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 }

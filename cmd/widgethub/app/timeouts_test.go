@@ -12,6 +12,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
 // A reconcile that runs past its deadline (--reconcile-timeout, here 5s) is
@@ -25,16 +26,16 @@ func TestReconcilePastItsDeadlineIsCounted(t *testing.T) {
 	gamma := testFleet.Member("gamma")
 	dir := t.TempDir()
 	bin := buildManager(t, dir)
-	ensureNamespace(t, testFleet.Hub, ns)
+	hubtest.EnsureNamespace(t, testFleet.Hub, ns)
 	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
 	g.Expect(os.WriteFile(hubKubeconfig, testFleet.Hub.Kubeconfig, 0o600)).To(Succeed())
 
 	proxy, err := fleet.NewHTTPProxy(gamma.Config.Host, gamma.Config.CAData)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(proxy.Close)
-	secret := registration.NewSecret(ns, "timeouts-gamma", frontKubeconfig(t, proxy, gamma, "widgethub-timeouts"))
+	secret := registration.NewSecret(ns, "timeouts-gamma", hubtest.FrontKubeconfig(t, proxy, gamma, "widgethub-timeouts"))
 	g.Expect(testFleet.Hub.Client.Create(t.Context(), secret)).To(Succeed())
-	t.Cleanup(func() { unregisterIn(t, ns, secret.Name) })
+	t.Cleanup(func() { hubtest.UnregisterIn(t, ns, secret.Name) })
 
 	addr, err := fleet.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -51,7 +52,7 @@ func TestReconcilePastItsDeadlineIsCounted(t *testing.T) {
 		ready, ok := scrapeMetrics(g, addr).value("widgethub_member_ready", "cluster", secret.Name)
 		g.Expect(ok && ready == 1).To(BeTrue(), "%s engaged", secret.Name)
 		g.Expect(timeouts(g)).To(BeZero())
-	}, eventually, poll).Should(Succeed())
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
 
 	// Every Deployment write to gamma goes unanswered from now on.
 	proxy.Set(fleet.Fault{BlackHole: true, Match: func(r *http.Request) bool {
@@ -59,10 +60,10 @@ func TestReconcilePastItsDeadlineIsCounted(t *testing.T) {
 	}})
 	t.Cleanup(proxy.Clear)
 	created := time.Now()
-	createWidget(t, gamma, widgetNS, "late", 1)
-	g.Eventually(func() []string { return proxy.Held() }, eventually, poll).ShouldNot(BeEmpty(), "the Deployment write held")
+	hubtest.CreateWidget(t, gamma, widgetNS, "late", 1)
+	g.Eventually(func() []string { return proxy.Held() }, hubtest.Within, hubtest.Poll).ShouldNot(BeEmpty(), "the Deployment write held")
 	g.Consistently(timeouts, reconcileTimeout-time.Since(created)-time.Second, 200*time.Millisecond).Should(BeZero(),
 		"a reconcile counted as timed out before its deadline")
-	g.Eventually(timeouts, requestTimeout/2, poll).Should(BeNumerically(">=", 1), "the reconcile held past its deadline")
+	g.Eventually(timeouts, requestTimeout/2, hubtest.Poll).Should(BeNumerically(">=", 1), "the reconcile held past its deadline")
 	t.Logf("the reconcile held since %s ago was counted as timed out", time.Since(created).Round(time.Second))
 }

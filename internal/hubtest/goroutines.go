@@ -1,10 +1,7 @@
-package app_test
+package hubtest
 
 import (
 	"fmt"
-	"testing"
-	"time"
-
 	"net/url"
 	"os"
 	"os/exec"
@@ -12,72 +9,47 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"go.uber.org/goleak"
 )
 
-// openConnections describes this process's TCP connections by the fleet
-// control plane they reach, to explain a goroutine-leak failure.
-func openConnections() string {
-	out, err := exec.Command("ss", "-tnp").CombinedOutput()
-	if err != nil {
-		return "ss unavailable: " + err.Error()
-	}
-	names := map[string]string{}
-	for _, cp := range append(testFleet.Members, testFleet.Hub) {
-		if u, err := url.Parse(cp.Config.Host); err == nil {
-			names[u.Host] = cp.Name
-		}
-	}
-	mine := fmt.Sprintf("pid=%d,", os.Getpid())
-	counts := map[string]int{}
-	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
-		if !strings.Contains(line, mine) || len(fields) < 5 {
-			continue
-		}
-		name, ok := names[fields[4]]
-		if !ok {
-			name = fields[4]
-		}
-		counts[name]++
-	}
-	return fmt.Sprint(counts)
-}
-
-// goroutineSnapshot remembers the goroutines (and connections) of this moment,
+// GoroutineSnapshot remembers the goroutines (and connections) of this moment,
 // after letting those of earlier tests settle.
-type goroutineSnapshot struct {
+type GoroutineSnapshot struct {
 	ignore goleak.Option
 	ids    map[int]bool
 	conns  string
 }
 
-func takeGoroutineSnapshot() goroutineSnapshot {
+// TakeGoroutineSnapshot records this moment's goroutines and connections,
+// after a second for those of earlier tests to end.
+func TakeGoroutineSnapshot() GoroutineSnapshot {
 	time.Sleep(time.Second)
 	ids := map[int]bool{}
 	for id := range goroutines() {
 		ids[id] = true
 	}
-	return goroutineSnapshot{ignore: goleak.IgnoreCurrent(), ids: ids, conns: openConnections()}
+	return GoroutineSnapshot{ignore: goleak.IgnoreCurrent(), ids: ids, conns: OpenConnections()}
 }
 
-// expectNoneLeftSince fails t unless every goroutine started since s has
+// ExpectNoneLeftSince fails t unless every goroutine started since s has
 // ended, but for those of a watch that an informer older than s opened again
 // (client-go's reflectors watch anew every 5 to 10 minutes): they belong to
 // the hub or to a member engaged before s, not to what the test started.
-func expectNoneLeftSince(t *testing.T, s goroutineSnapshot) {
+func ExpectNoneLeftSince(t *testing.T, s GoroutineSnapshot) {
 	t.Helper()
 	NewWithT(t).Eventually(func() error {
-		testFleet.CloseIdleConnections()
+		Fleet.CloseIdleConnections()
 		err := goleak.Find(s.ignore)
 		if err != nil && s.onlyRewatches(err) {
 			return nil
 		}
 		return err
-	}, eventually, time.Second).Should(Succeed(), func() string {
-		return "connections before: " + s.conns + ", after: " + openConnections()
+	}, Within, time.Second).Should(Succeed(), func() string {
+		return "connections before: " + s.conns + ", after: " + OpenConnections()
 	})
 }
 
@@ -116,7 +88,7 @@ func goroutines() map[int]goroutine {
 
 // onlyRewatches tells whether every goroutine goleak reports in err is part
 // of a watch that a reflector older than s reopened.
-func (s goroutineSnapshot) onlyRewatches(err error) bool {
+func (s GoroutineSnapshot) onlyRewatches(err error) bool {
 	now := goroutines()
 	var rewatch func(id, depth int) bool
 	rewatch = func(id, depth int) bool {
@@ -142,3 +114,32 @@ func (s goroutineSnapshot) onlyRewatches(err error) bool {
 
 // leakedID finds the id of each goroutine in goleak's report.
 var leakedID = regexp.MustCompile(`Goroutine (\d+) in state`)
+
+// OpenConnections describes this process's TCP connections by the fleet
+// control plane they reach, to explain a goroutine-leak failure.
+func OpenConnections() string {
+	out, err := exec.Command("ss", "-tnp").CombinedOutput()
+	if err != nil {
+		return "ss unavailable: " + err.Error()
+	}
+	names := map[string]string{}
+	for _, cp := range append(Fleet.Members, Fleet.Hub) {
+		if u, err := url.Parse(cp.Config.Host); err == nil {
+			names[u.Host] = cp.Name
+		}
+	}
+	mine := fmt.Sprintf("pid=%d,", os.Getpid())
+	counts := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if !strings.Contains(line, mine) || len(fields) < 5 {
+			continue
+		}
+		name, ok := names[fields[4]]
+		if !ok {
+			name = fields[4]
+		}
+		counts[name]++
+	}
+	return fmt.Sprint(counts)
+}
