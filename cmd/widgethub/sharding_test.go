@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return nil, err
 			}
-			if managerBinary, err = fleet.BuildManager(dir); err != nil {
+			if managerBinary, err = fleet.ManagerBinary(); err != nil {
 				return nil, err
 			}
 			hubKubeconfig = filepath.Join(dir, "hub.kubeconfig")

@@ -8,22 +8,44 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 )
 
-// BuildManager builds cmd/widgethub into dir and returns the binary's path,
-// for tests that run the manager as processes of its own (to kill or stop
-// one for real).
-func BuildManager(dir string) (string, error) {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	bin := filepath.Join(dir, "widgethub")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/widgethub")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/widgethub: %w\n%s", err, out)
+// managerBuild is the manager binary this process built, once.
+var managerBuild struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// ManagerBinary builds cmd/widgethub, once per process, and returns the
+// binary's path, for tests that run the manager as processes of their own
+// (to kill or stop one for real). RunTests removes it when the tests end.
+func ManagerBinary() (string, error) {
+	b := &managerBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "widgethub-manager-"); b.err != nil {
+			return
+		}
+		_, file, _, _ := runtime.Caller(0)
+		bin := filepath.Join(b.dir, "widgethub")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/widgethub")
+		build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./cmd/widgethub: %w\n%s", err, out)
+			return
+		}
+		b.path = bin
+	})
+	return b.path, b.err
+}
+
+// removeManagerBinary removes what ManagerBinary built, if anything.
+func removeManagerBinary() {
+	if dir := managerBuild.dir; dir != "" {
+		_ = os.RemoveAll(dir)
 	}
-	return bin, nil
 }
 
 // FreeAddr returns a loopback host:port that was free a moment ago.

@@ -110,7 +110,7 @@ func setUpProfiles(t *testing.T) {
 			profileSetupErr = &buildError{out: string(out), err: err}
 			return
 		}
-		if profileManager, profileSetupErr = fleet.BuildManager(dir); profileSetupErr != nil {
+		if profileManager, profileSetupErr = fleet.ManagerBinary(); profileSetupErr != nil {
 			return
 		}
 		profileSetupErr = fleet.EnsureNamespace(context.Background(), profileClient, profileNS)

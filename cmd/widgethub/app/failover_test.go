@@ -1,3 +1,5 @@
+//go:build scenarios
+
 package app_test
 
 import (
@@ -61,7 +63,7 @@ func TestStandbyTakesOverFromAKilledLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	dir := t.TempDir() // before any process: removed after they are killed
-	bin := buildManager(t, dir)
+	bin := buildManager(t)
 	member, hubKubeconfig := registerFailoverMember(ctx, t, dir)
 	history := watchDeployments(ctx, t, member, floodNS)
 
@@ -271,41 +273,6 @@ func expectLeaseReleasedOnStop(t *testing.T, p *managerProcess) {
 	t.Logf("SIGTERM: %s stopped and released the Lease in %s", p.name, time.Since(stopping).Round(10*time.Millisecond))
 }
 
-// buildManager builds cmd/widgethub into dir and returns the binary's path.
-func buildManager(t *testing.T, dir string) string {
-	t.Helper()
-	start := time.Now()
-	bin, err := fleet.BuildManager(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("built %s in %s", bin, time.Since(start).Round(time.Second))
-	return bin
-}
-
-// managerProcess is a widgethub process of the test; its log is a file.
-type managerProcess struct {
-	*fleet.Process
-	name string
-}
-
-// startManagerProcess starts bin with args; the test's cleanup kills it.
-func startManagerProcess(t *testing.T, bin, dir, name string, args []string) *managerProcess {
-	t.Helper()
-	proc, err := fleet.StartProcess(bin, filepath.Join(dir, name+".log"), args...)
-	if err != nil {
-		t.Fatalf("start manager %s: %v", name, err)
-	}
-	p := &managerProcess{Process: proc, name: name}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("log of manager %s (pid %d, %v):\n%s", name, p.Pid(), p.Err(), lastLines(p.Log(), 40))
-		}
-	})
-	return p
-}
-
 // leaseLogLines splits the process's log at the line where client-go's
 // leader election says it acquired the processes' Lease (klog, through the
 // manager's zap logger): before is all of it when it never did.
@@ -331,11 +298,6 @@ func (p *managerProcess) acquiredLease() bool {
 func (p *managerProcess) writesBeforeLease() int {
 	before, _ := p.leaseLogLines()
 	return strings.Count(before, `"msg":"Created Deployment"`) + strings.Count(before, `"msg":"Updated Deployment"`)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // leaseHolder is the holder of the processes' Lease: in their registration

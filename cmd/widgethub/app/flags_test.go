@@ -149,7 +149,7 @@ func parseHelp(out string) map[string]helpFlag {
 // docs/manager.md (its table, --kubeconfig and zap's --zap-* flags) with
 // the documented defaults.
 func TestBinaryHelpListsTheDocumentedFlags(t *testing.T) {
-	bin := buildManager(t, t.TempDir())
+	bin := buildManager(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer

@@ -142,7 +142,7 @@ func startSecureMetricsManager(t *testing.T, name string, args ...string) (addr,
 	t.Helper()
 	const ns = "widgethub-metrics-auth"
 	dir := t.TempDir()
-	bin := buildManager(t, dir)
+	bin := buildManager(t)
 	hub := testFleet.Hub
 	hubtest.EnsureNamespace(t, hub, ns)
 	installHubRBAC(t, hub, ns)

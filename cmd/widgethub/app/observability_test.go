@@ -366,7 +366,7 @@ func TestObservabilityMetricsAreServed(t *testing.T) {
 
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := buildManager(t, dir)
+	bin := buildManager(t)
 	a, b := scrapeMembersOf(t)
 	g := NewWithT(t)
 	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")

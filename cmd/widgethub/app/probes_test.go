@@ -25,7 +25,7 @@ func TestManagerAnswersItsHealthProbes(t *testing.T) {
 	g.Expect(paths).To(Equal(map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"}))
 
 	dir := t.TempDir()
-	bin := buildManager(t, dir)
+	bin := buildManager(t)
 	ns := "widgethub-probes"
 	hubtest.EnsureNamespace(t, testFleet.Hub, ns)
 	kubeconfig := filepath.Join(dir, "hub.kubeconfig")

@@ -156,7 +156,7 @@ func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
 	const ns = "widgethub-scrape"
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := buildManager(t, dir)
+	bin := buildManager(t)
 	a, b := scrapeMembersOf(t)
 	g := NewWithT(t)
 	g.Expect(fleet.EnsureNamespace(ctx, testFleet.Hub.Client, ns)).To(Succeed())

@@ -34,15 +34,16 @@ func startManager() (stop func() error, err error) {
 	return app.Start(context.Background(), testFleet.Hub.Config, managerOptions())
 }
 
-// managerOptions are the options of the suite's manager.
+// managerOptions are the options of the suite's manager: the defaults, but
+// for the engine's clocks, short enough for tests (as in the engine's suite,
+// providers/members), and no listeners.
 func managerOptions() app.Options {
 	opts := app.DefaultOptions()
 	opts.LeaderElection = false // one manager in-process: no standby to hand over to
 	opts.MetricsBindAddress = "0"
 	opts.HealthProbeBindAddress = "0"
 	opts.MemberSyncTimeout = 10 * time.Second
-	// Renewals within seconds of a 10-minute token (renew_test.go).
-	opts.TokenRenewRemaining = renewRemaining
-	opts.TokenRenewMinInterval = renewMinInterval
+	opts.ProbeInterval, opts.ProbeTimeout = 2*time.Second, 2*time.Second
+	opts.ProbeRefresh, opts.MissingKindRetry, opts.MinReengageInterval = 6*time.Second, 2*time.Second, 2*time.Second
 	return opts
 }

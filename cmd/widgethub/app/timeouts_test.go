@@ -25,7 +25,7 @@ func TestReconcilePastItsDeadlineIsCounted(t *testing.T) {
 	g := NewWithT(t)
 	gamma := testFleet.Member("gamma")
 	dir := t.TempDir()
-	bin := buildManager(t, dir)
+	bin := buildManager(t)
 	hubtest.EnsureNamespace(t, testFleet.Hub, ns)
 	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
 	g.Expect(os.WriteFile(hubKubeconfig, testFleet.Hub.Kubeconfig, 0o600)).To(Succeed())

@@ -1,4 +1,4 @@
-package app_test
+package members_test
 
 import (
 	"context"
@@ -96,9 +96,11 @@ func TestMemberWithoutWidgetCRDIsEngagedOnceItAppears(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("engaged %s after the CRD appeared", took.Round(time.Millisecond))
 	// docs/member-health.md (WidgetCRDMissing): "the member is engaged within
-	// 15s of it appearing". The CRD appears here right after a failed
-	// attempt, the worst moment.
-	g.Expect(took).To(BeNumerically("<", 15*time.Second), "docs/member-health.md promises engagement within 15s of the CRD appearing")
+	// 15s of it appearing": the look again after MissingKindRetry (10s by
+	// default, short here) and 5s for the engagement. The CRD appears here
+	// right after a failed attempt, the worst moment.
+	limit := engineOptions().MissingKindRetry + 5*time.Second
+	g.Expect(took).To(BeNumerically("<", limit), "docs/member-health.md promises engagement within MissingKindRetry + 5s of the CRD appearing")
 	g.Expect(mc.Status.KubernetesVersion).To(Equal("v1.36.3"))
 
 	key := hubtest.CreateShopWidget(t, bare, "late", 1)
@@ -172,10 +174,10 @@ func TestMemberOutageIsReportedAndNothingIsLost(t *testing.T) {
 	// defaults") is parked and Unreachable; fewer failures leave it Ready.
 	// The first failing probe comes at most one interval after the death,
 	// and each probe may take up to the probe timeout.
-	opts := managerOptions()
-	threshold := time.Duration(opts.ProbeFailureThreshold)
+	opts := engineOptions()
+	threshold := time.Duration(opts.FailureThreshold)
 	g.Expect(toUnreachable).To(BeNumerically(">=", (threshold-1)*opts.ProbeInterval),
-		"Unreachable after fewer than %d failed probes", opts.ProbeFailureThreshold)
+		"Unreachable after fewer than %d failed probes", opts.FailureThreshold)
 	g.Expect(toUnreachable).To(BeNumerically("<=", threshold*opts.ProbeInterval+opts.ProbeTimeout),
 		"docs/member-health.md: Unreachable about 15s after the member stops answering")
 	// "Ready within one probe interval" once a probe passes: the first probe

@@ -1,4 +1,4 @@
-package app_test
+package members_test
 
 import (
 	"fmt"
@@ -49,7 +49,7 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 		probeSlack   = 2 * time.Second
 	)
 	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
-	opts := managerOptions()
+	opts := engineOptions()
 	if members.DefaultConcurrentEngagements >= hanging {
 		t.Fatalf("%d hanging registrations do not outnumber the %d workers", hanging, members.DefaultConcurrentEngagements)
 	}
@@ -112,7 +112,7 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	unreachable := time.Since(start)
 
 	// fresh is probed throughout: for two sync timeouts of the hanging ones at least.
-	time.Sleep(2*opts.MemberSyncTimeout - time.Since(start))
+	time.Sleep(2*opts.SyncTimeout - time.Since(start))
 	close(stop)
 	<-stopped
 	mu.Lock()
@@ -131,7 +131,7 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	if worst > opts.ProbeInterval+probeSlack {
 		t.Errorf("an engaged member went %s without a probe (interval %s) while %d registrations hang", worst.Round(time.Millisecond), opts.ProbeInterval, hanging)
 	}
-	if limit := time.Duration(opts.ProbeFailureThreshold)*(opts.ProbeInterval+opts.ProbeTimeout) + probeSlack; unreachable > limit {
+	if limit := time.Duration(opts.FailureThreshold)*(opts.ProbeInterval+opts.ProbeTimeout) + probeSlack; unreachable > limit {
 		t.Errorf("a member that went away was Unreachable after %s, more than %s, while %d registrations hang", unreachable.Round(time.Millisecond), limit, hanging)
 	}
 	mc := hubtest.ExpectMemberReady(t, "hanging-00", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)

@@ -1,4 +1,6 @@
-package app_test
+//go:build scenarios
+
+package members_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package app_test
+package members_test
 
 import (
 	"strings"

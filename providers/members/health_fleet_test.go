@@ -1,4 +1,4 @@
-package app_test
+package members_test
 
 import (
 	"context"
@@ -30,7 +30,6 @@ import (
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
-	"github.com/widgethub/widgethub/providers/members"
 )
 
 var (
@@ -179,17 +178,18 @@ func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 
 	// Only the token changes.
 	watches, lists := watchesOf(t, d)
-	churn(t, "churn", 10*time.Second, [][]byte{withContext(tokens[1], "first"), withContext(tokens[0], "first")})
+	interval := engineOptions().MinReengageInterval
+	churn(t, "churn", 2*interval, [][]byte{withContext(tokens[1], "first"), withContext(tokens[0], "first")})
 	hubtest.SetReplicas(t, d, key, 2) // served through the swapped token by the caches kept
 	hubtest.ExpectReplicas(t, d, key, 2, hubtest.Within)
 	w2, l2 := watchesOf(t, d)
-	t.Logf("token-only churn for 10s: %v watches and %v lists of Widgets and Deployments", w2-watches, l2-lists)
+	t.Logf("token-only churn for %s: %v watches and %v lists of Widgets and Deployments", 2*interval, w2-watches, l2-lists)
 	if w2 != watches {
 		t.Errorf("a token-only change started %v new watches: the member's caches were rebuilt", w2-watches)
 	}
 
 	// The kubeconfig changes how the hub connects.
-	const window = 30 * time.Second
+	window := 6 * interval
 	last := churn(t, "churn", window, [][]byte{byName("second"), withContext(tokens[0], "third"), byName("final")})
 	if !strings.Contains(string(last), "final") {
 		last = byName("final")
@@ -199,9 +199,9 @@ func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
 	w3, l3 := watchesOf(t, d)
 	// One engagement per interval at most, each watching two kinds (and
 	// listing them when watch-list is not in use), plus the first.
-	limit := 2 * (window/members.DefaultMinReengageInterval + 2)
+	limit := 2 * (window/interval + 2)
 	t.Logf("kubeconfig churn for %s: %v watches and %v lists of Widgets and Deployments (limit %d)", window, w3-w2, l3-l2, limit)
-	if w3-w2 > float64(limit) || l3-l2 > float64(limit)+2*float64(window/(5*time.Second)+2) {
+	if w3-w2 > float64(limit) || l3-l2 > float64(limit)+2*float64(window/interval+2) {
 		t.Errorf("%v watches and %v lists in %s of churn; the bound is %d engagements' worth", w3-w2, l3-l2, window, limit)
 	}
 	hubtest.SetReplicas(t, d, key, 3)
@@ -274,7 +274,7 @@ func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 	proxy, kubeconfig := hubtest.TCPProxied(t, gamma)
 	hubtest.RegisterData(t, "threshold", map[string][]byte{"kubeconfig": kubeconfig})
 	hubtest.ExpectMemberReady(t, "threshold", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	threshold := managerOptions().ProbeFailureThreshold
+	threshold := engineOptions().FailureThreshold
 	g := NewWithT(t)
 
 	// Every status the hub writes meanwhile, as a hubtest.Poll of the MemberCluster sees it.
@@ -346,10 +346,10 @@ func TestLastProbeTimeIsRefreshed(t *testing.T) {
 		first = mc.Status.LastProbeTime.Time
 		g.Consistently(func(g Gomega) {
 			g.Expect(hubtest.MemberCluster(g, "refreshed").Status.LastProbeTime.Time).To(Equal(first))
-		}, 2*managerOptions().ProbeInterval, time.Second).Should(Succeed())
+		}, 2*engineOptions().ProbeInterval, time.Second).Should(Succeed())
 	}, hubtest.Within, hubtest.Poll).Should(Succeed())
-	opts := managerOptions()
-	limit := time.Minute + opts.ProbeInterval + time.Second // whole seconds
+	opts := engineOptions()
+	limit := opts.ProbeRefresh + opts.ProbeInterval + time.Second // whole seconds
 	var next time.Time
 	g.Eventually(func(g Gomega) {
 		next = hubtest.MemberCluster(g, "refreshed").Status.LastProbeTime.Time
@@ -357,7 +357,7 @@ func TestLastProbeTimeIsRefreshed(t *testing.T) {
 	}, limit+hubtest.Within, time.Second).Should(Succeed())
 	t.Logf("lastProbeTime went from %s to %s (%s)", first.Format(time.TimeOnly), next.Format(time.TimeOnly), next.Sub(first))
 	g.Expect(next.Sub(first)).To(BeNumerically("<=", limit),
-		"docs/member-health.md: lastProbeTime is rewritten at the first probe a minute after it was last written")
+		"docs/member-health.md: lastProbeTime is rewritten at the first probe ProbeRefresh (a minute by default) after it was last written")
 	g.Expect(hubtest.ReadyConditionOf(hubtest.MemberCluster(g, "refreshed")).Reason).To(Equal(v1alpha1.MemberEngagedReason))
 }
 
@@ -445,7 +445,7 @@ func TestOneRefusedWidgetLeavesItsMemberEngaged(t *testing.T) {
 	// The retries (5 ms, doubling) pass ten within 6 s and twelve within
 	// 21 s, while four probes judge the member: ten failed attempts, as
 	// many as ten failing Widgets.
-	window := 4 * managerOptions().ProbeInterval
+	window := 4 * engineOptions().ProbeInterval
 	NewWithT(t).Consistently(func(g Gomega) {
 		ready := hubtest.ReadyConditionOf(hubtest.MemberCluster(g, "one-refused"))
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", ready.Reason, ready.Message)
