@@ -67,11 +67,12 @@ lint: vet ## gofmt check and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated code or manifests (the chart's CRDs too) are stale, a top-level package depends on internal/, or kubectl widgethub links the hub.
+verify: generate manifests ## Fail when generated code or manifests (the chart's CRDs too) are stale, a top-level package depends on internal/, kubectl widgethub links the hub, or an import points up the data flow.
 	@git diff --exit-code -- api config charts/widgethub/crds || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config charts/widgethub/crds)" || { git status --porcelain -- api config charts/widgethub/crds; echo "untracked generated files"; exit 1; }
 	@GO="$(GO)" hack/verify-internal-imports.sh
 	@GO="$(GO)" hack/verify-plugin-deps.sh
+	@GO="$(GO)" hack/verify-layers.sh
 
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver and etcd from source into the cache (once).

@@ -19,6 +19,7 @@ import (
 	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/providers/members"
+	"github.com/widgethub/widgethub/reconcilers/controller"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
 
@@ -86,7 +87,8 @@ func startEngine(hub *fleet.ControlPlane) (stop func() error, err error) {
 	if err := provider.Register(mgr, kubeconfig.New(hubNS, memberConfig, mgr.GetLocalManager().GetClient())); err != nil {
 		return nil, err
 	}
-	if err := (&widget.Reconciler{Outcomes: provider, MaxConcurrentReconciles: 32}).SetupWithManager(mgr); err != nil {
+	if _, err := controller.New(widget.ControllerName, mgr, controller.Options{Reconciler: &widget.Reconciler{Clusters: mgr},
+		MaxConcurrentReconciles: 32, Outcomes: provider}, widget.Sources()...); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -59,7 +59,9 @@ type Options struct {
 	// ReconcileTimeout is the deadline of each Reconcile call; zero means
 	// DefaultReconcileTimeout, negative none.
 	ReconcileTimeout time.Duration
-	// LogConstructor returns the logger of a request (nil: the controller's own).
+	// LogConstructor returns the logger of a request; nil: the manager's,
+	// with the controller's name and the request's cluster, namespace and
+	// name (requestLogger).
 	LogConstructor func(*mcreconcile.Request) logr.Logger
 	// Outcomes, when set, is told how each reconcile ended.
 	Outcomes OutcomeRecorder
@@ -98,6 +100,9 @@ func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.S
 		sources: sources,
 		engaged: map[multicluster.ClusterName]*engagement{},
 	}
+	if opts.LogConstructor == nil {
+		opts.LogConstructor = requestLogger(mgr.GetLogger().WithValues("controller", name))
+	}
 	inner, err := newUnmanaged(name, opts, c.setQueue)
 	if err != nil {
 		return nil, err
@@ -107,6 +112,19 @@ func New(name string, mgr mcmanager.Manager, opts Options, sources ...mcsource.S
 		return nil, fmt.Errorf("add controller %q: %w", name, err)
 	}
 	return c, nil
+}
+
+// requestLogger is the log constructor that names each request's cluster,
+// namespace and name on every line, printable: a hostile member may answer
+// with any name.
+func requestLogger(base logr.Logger) func(*mcreconcile.Request) logr.Logger {
+	return func(req *mcreconcile.Request) logr.Logger {
+		if req == nil {
+			return base
+		}
+		return base.WithValues("cluster", req.ClusterName, "namespace", v1alpha1.Printable(req.Namespace, v1alpha1.MaxNameLength),
+			"name", v1alpha1.Printable(req.Name, v1alpha1.MaxNameLength))
+	}
 }
 
 // newUnmanaged builds the controller-runtime controller that New wraps: its

@@ -5,10 +5,12 @@
 // # Setup
 //
 // New(name, mgr, Options{Reconciler, MaxConcurrentReconciles,
-// MaxConcurrentReconcilesPerMember, ReconcileTimeout, LogConstructor},
-// sources...) builds the
-// controller and adds it to the multicluster manager, which calls Engage for
-// every member its provider engages. reconcilers/widget is its one user.
+// MaxConcurrentReconcilesPerMember, ReconcileTimeout, Outcomes,
+// LogConstructor}, sources...) builds the controller and adds it to the
+// multicluster manager, which calls Engage for every member its provider
+// engages. The manager (cmd/widgethub/app) builds it with widget.Reconciler
+// and widget.Sources; it knows nothing of Widgets, and every line a
+// reconcile logs names the request's cluster, namespace and name.
 //
 // # Usage
 //

@@ -1,7 +1,8 @@
 // Package widget reconciles Widgets in every engaged member cluster.
 //
-// One controller (package reconcilers/controller) watches Widgets
-// and their Deployments on each member and feeds a single workqueue keyed by
+// The multi-cluster controller (package reconcilers/controller), which the
+// manager builds with this Reconciler, watches Sources (Widgets and their
+// Deployments) on each member and feeds a single workqueue keyed by
 // cluster/namespace/name. For each request the Reconciler reads the Widget and
 // its Deployment from that member's cache, applies the Deployment with
 // server-side apply only when the fields it owns differ from the desired ones,
@@ -15,8 +16,9 @@
 // rolling out, Stalled (DeploymentFailed) while it is refused, past its
 // progress deadline or unable to create pods; neither once it has rolled
 // out. The Deployment's watch brings each next step, so none needs a requeue.
-// A request for a member that is no longer engaged is dropped. How each
-// reconcile ended reaches the engine through Reconciler.Outcomes (the
-// controller's OutcomeRecorder), which judges each member's health from it;
-// the reconciler itself knows nothing of the engine or of package clusters.
+// A request for a member that is no longer engaged is dropped. The
+// controller tells the engine how each reconcile ended (its
+// OutcomeRecorder), and the engine judges each member's health from it: this
+// package imports only the API, neither the controller, nor the engine, nor
+// package clusters.
 package widget

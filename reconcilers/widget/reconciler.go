@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,13 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
-	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/reconcilers/controller"
 )
 
 // Name of the controller, its field manager and its event reporter.
@@ -46,49 +42,21 @@ type ClusterGetter interface {
 	GetCluster(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error)
 }
 
-// Reconciler makes each Widget's Deployment match its spec and reports its status.
+// Reconciler makes each Widget's Deployment match its spec and reports its
+// status. It is the Reconciler of the multi-cluster controller (package
+// reconcilers/controller) that Sources feed.
 type Reconciler struct {
-	// Clusters resolves a request's member. Defaults to the manager.
+	// Clusters resolves a request's member: the multicluster manager.
 	Clusters ClusterGetter
-	// Outcomes, when set, is told how each reconcile ended (the engine
-	// judges each member's health from it).
-	Outcomes controller.OutcomeRecorder
-	// MaxConcurrentReconciles is how many requests are reconciled at once.
-	MaxConcurrentReconciles int
-	// MaxConcurrentReconcilesPerMember is how many of them one member may hold;
-	// zero means three quarters of MaxConcurrentReconciles.
-	MaxConcurrentReconcilesPerMember int
-	// ReconcileTimeout is the deadline of each reconcile; zero means
-	// controller.DefaultReconcileTimeout.
-	ReconcileTimeout time.Duration
 }
 
-// SetupWithManager registers the Widget controller; it engages every member the manager engages.
-func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
-	if r.Clusters == nil {
-		r.Clusters = mgr
+// Sources are what the Widget controller watches on every member: its
+// Widgets (a change of spec), and the Deployments they control.
+func Sources() []mcsource.Source {
+	return []mcsource.Source{
+		mcsource.Kind[client.Object](&v1alpha1.Widget{}, mchandler.EnqueueRequestForObject, predicate.GenerationChangedPredicate{}),
+		mcsource.Kind[client.Object](&appsv1.Deployment{}, mchandler.EnqueueRequestForOwner(&v1alpha1.Widget{}, handler.OnlyControllerOwner())),
 	}
-	base := mgr.GetLogger().WithValues("controller", ControllerName)
-	widgets := mcsource.Kind[client.Object](&v1alpha1.Widget{}, mchandler.EnqueueRequestForObject,
-		predicate.GenerationChangedPredicate{})
-	deployments := mcsource.Kind[client.Object](&appsv1.Deployment{},
-		mchandler.EnqueueRequestForOwner(&v1alpha1.Widget{}, handler.OnlyControllerOwner()))
-	_, err := controller.New(ControllerName, mgr, controller.Options{
-		Reconciler:                       r,
-		MaxConcurrentReconciles:          r.MaxConcurrentReconciles,
-		MaxConcurrentReconcilesPerMember: r.MaxConcurrentReconcilesPerMember,
-		ReconcileTimeout:                 r.ReconcileTimeout,
-		Outcomes:                         r.Outcomes,
-		LogConstructor: func(req *mcreconcile.Request) logr.Logger {
-			if req == nil {
-				return base
-			}
-			// A hostile member may answer with any name: logged printable.
-			return base.WithValues("cluster", req.ClusterName, "namespace", v1alpha1.Printable(req.Namespace, v1alpha1.MaxNameLength),
-				"name", v1alpha1.Printable(req.Name, v1alpha1.MaxNameLength))
-		},
-	}, widgets, deployments)
-	return err
 }
 
 // Reconcile brings one Widget of one member to its desired state.

@@ -310,13 +310,14 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 			return nil, fmt.Errorf("set up the ClusterProfile registrations: %w", err)
 		}
 	}
-	widgets := &widget.Reconciler{
-		Outcomes:                         provider,
+	if _, err := controller.New(widget.ControllerName, mgr, controller.Options{
+		Reconciler:                       &widget.Reconciler{Clusters: mgr},
 		MaxConcurrentReconciles:          opts.MaxConcurrentReconciles,
 		MaxConcurrentReconcilesPerMember: opts.MaxConcurrentReconcilesPerMember,
 		ReconcileTimeout:                 opts.ReconcileTimeout,
-	}
-	if err := widgets.SetupWithManager(mgr); err != nil {
+		// The engine judges each member's health from its outcomes.
+		Outcomes: provider,
+	}, widget.Sources()...); err != nil {
 		return nil, fmt.Errorf("set up widget controller: %w", err)
 	}
 	return mgr, nil
