@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -235,86 +234,6 @@ func round(ds []time.Duration) []time.Duration {
 		out[i] = d.Round(time.Millisecond)
 	}
 	return out
-}
-
-// Members that were busy when they went silent: two, then eight
-// registrations of alpha's and gamma's API servers (through proxies of their
-// own; each sees the 1,000 Widgets of its API server) answer every write
-// 300ms late while all their Widgets change, so that each has a large
-// backlog and between them they hold every worker as members that answer;
-// then all go silent at the same moment (every request but watches held).
-// They keep every worker (or as many as the bound of unresponsive members
-// lets them take, when the queue sees some of them unanswered first), yet
-// beta's new Widget, and each of its changes after, is reconciled within a
-// second: the queue takes a worker back for beta
-// (fairqueue.DefaultReclaimAfter after the last one was taken).
-func TestMembersBusyWhenTheyGoSilentTogetherLeaveAWorkerToQuietOnes(t *testing.T) {
-	const widgets, target = 1000, time.Second
-	g := NewWithT(t)
-	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
-	documentedPerMemberBound(t, managerOptions())
-	const workers = documentedWorkers
-	withoutDirectRegistration(t, "alpha", alpha)
-	withoutDirectRegistration(t, "gamma", gamma)
-	hubtest.Register(t, "beta", beta)
-	hubtest.ExpectMemberReady(t, "beta", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
-	var silent []*proxiedMember
-	addMembers := func(n int) {
-		for i := len(silent); i < n; i++ {
-			cp := []*fleet.ControlPlane{gamma, alpha}[i%2]
-			silent = append(silent, registerThroughProxy(t, fmt.Sprintf("busy-%s-%d", cp.Name, i/2), cp))
-		}
-	}
-	addMembers(2)
-	gammaKeys, alphaKeys := widgetsOf(t, gamma, widgets), widgetsOf(t, alpha, widgets)
-	probe := betaProbe(t, "busy-probe")
-
-	for i, n := range []int{2, 8} {
-		addMembers(n)
-		for _, m := range silent {
-			m.proxy.Set(fleet.Fault{Latency: 300 * time.Millisecond, Match: fleet.Writes})
-		}
-		replicas := int32(2 + i)
-		changed := time.Now()
-		setAllReplicas(t, gamma, gammaKeys, replicas)
-		setAllReplicas(t, alpha, alphaKeys, replicas)
-		g.Eventually(func(g Gomega) {
-			active, _ := hubtest.GaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
-			g.Expect(active).To(BeNumerically(">=", workers))
-		}, hubtest.Within, 20*time.Millisecond).Should(Succeed(), "the busy members never held every worker: the test shows nothing")
-		ready, _ := hubtest.GaugeValue(g, "widgethub_workqueue_depth", "name", "widget")
-		busyFor := time.Since(changed)
-
-		// All go silent at once, holding every worker with their backlogs
-		// queued; a second later every write under way has reached the
-		// black hole.
-		for _, m := range silent {
-			m.proxy.Set(fleet.Fault{BlackHole: true, Match: fleet.NotWatch})
-		}
-		silenced := time.Now()
-		time.Sleep(time.Second)
-		active, _ := hubtest.GaugeValue(g, "controller_runtime_active_workers", "controller", "widget")
-		held := heldApplies(silent...)
-
-		created := time.Now()
-		fresh := types.NamespacedName{Namespace: "shop", Name: fmt.Sprintf("busy-fresh-%d", n)}
-		hubtest.CreateWidget(t, beta, fresh.Namespace, fresh.Name, 1)
-		g.Eventually(func(g Gomega) { hubtest.Deployment(g, beta, fresh) }, 30*time.Second, 10*time.Millisecond).Should(Succeed())
-		freshTook := time.Since(created)
-		median, samples := medianChangeLatency(t, beta, probe, latencySamples, latencySpacing)
-		t.Logf("%d members busy for %s (%v requests queued, every worker theirs); a second after they went silent: %d writes held, %v workers active; beta: new Widget in %s, change latency median %s %v (until %s after)",
-			n, busyFor.Round(time.Millisecond), ready, held, active,
-			freshTook.Round(time.Millisecond), median.Round(time.Millisecond), round(samples), time.Since(silenced).Round(time.Millisecond))
-		g.Expect(freshTook).To(BeNumerically("<=", target), "beta's new Widget waited behind %d members gone silent", n)
-		g.Expect(slices.Max(samples)).To(BeNumerically("<=", target), "beta's changes waited behind %d members gone silent: %v", n, round(samples))
-
-		// They answer again and catch up before the next round.
-		for _, m := range silent {
-			m.proxy.Clear()
-		}
-		expectAllReplicas(t, gamma, gammaKeys, replicas, 3*time.Minute)
-		expectAllReplicas(t, alpha, alphaKeys, replicas, 3*time.Minute)
-	}
 }
 
 // latencySamples changes of beta's probe Widget, one every latencySpacing,
