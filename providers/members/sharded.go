@@ -77,6 +77,7 @@ func (s *sharded) start(ctx context.Context, wake func(names ...string)) error {
 	}); err != nil {
 		return fmt.Errorf("watch the sharding Leases: %w", err)
 	}
+	s.served(0) // widgethub_members_owned is served from the start
 	var beatCtx context.Context
 	beatCtx, s.stopBeat = context.WithCancel(context.WithoutCancel(ctx))
 	s.beating = make(chan struct{})
