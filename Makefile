@@ -26,6 +26,8 @@ GOTEST := $(BIN)/gotest
 # server's leeway, replicas as processes, failover, latency compared without
 # the race detector), are in test files tagged `scenarios` (hack/scenarios.sh
 # lists them): make test-scenarios runs them, make test does not build them.
+# Those that compare latencies run each on their own; the others side by side.
+LATENCY_SCENARIOS := ./cmd/widgethub/app ./cmd/widgethub-bench
 GOOS ?= linux
 GOARCH ?= $(shell $(GO) env GOARCH)
 # Flags of cmd/widgethub-bench, e.g. BENCH_FLAGS="-flood 2000 -member-qps 500".
@@ -93,14 +95,20 @@ test: lint verify $(GOTEST) ## Run every test but the scenarios against real API
 	run $(GO) test -count=1 -run '^$$' -bench . -benchtime 100x ./reconcilers/controller/fairqueue/
 
 .PHONY: test-scenarios
-test-scenarios: $(GOTEST) ## Run the scenarios (hack/scenarios.sh), without the race detector, each package's named tests only.
+test-scenarios: $(GOTEST) ## Run the scenarios (hack/scenarios.sh) without the race detector: the latency ones each on their own, the others side by side.
 	@assets=$$(hack/control-plane.sh); helm=$$(hack/helm.sh); scenarios=$$(hack/scenarios.sh); \
 	test -n "$$scenarios" || { echo "hack/scenarios.sh found no scenario"; exit 1; }; \
 	run() { echo "+ $$*"; KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" "$$@"; }; \
-	failed=0; \
+	flags="-tags scenarios -count=1 -timeout 20m $(TEST_FLAGS)"; failed=0; together=(); want=(); \
 	while read -r pkg tests; do \
-	  run $(GOTEST) -want "$$tests" -- -tags scenarios -count=1 -timeout 20m $(TEST_FLAGS) "$$pkg" || failed=1; \
+	  case " $(LATENCY_SCENARIOS) " in \
+	  *" $$pkg "*) run $(GOTEST) -want "$$tests" -- $$flags "$$pkg" || failed=1 ;; \
+	  *) together+=("$$pkg"); want+=("$$tests") ;; \
+	  esac; \
 	done <<<"$$scenarios"; \
+	if [ $${#together[@]} -gt 0 ]; then \
+	  run $(GOTEST) -want "$$(IFS=,; echo "$${want[*]}")" -- $$flags "$${together[@]}" || failed=1; \
+	fi; \
 	exit $$failed
 
 .PHONY: gotest
