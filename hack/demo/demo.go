@@ -84,7 +84,7 @@ func run(ctx context.Context, opts options) (err error) {
 	if err != nil {
 		return err
 	}
-	stopManager, err := startManager(ctx, d.fleet, opts.metricsBindAddress, access.file)
+	stopManager, err := startManager(ctx, d.fleet, opts.metricsBindAddress, access.File)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func run(ctx context.Context, opts options) (err error) {
 	if err := d.registerThroughClusterProfile(ctx, access, profileMember); err != nil {
 		return err
 	}
-	if err := d.showReadySamples(ctx, access.file); err != nil {
+	if err := d.showReadySamples(ctx, access.File); err != nil {
 		return err
 	}
 	if opts.exitWhenReady {
@@ -125,7 +125,7 @@ func (d *demo) startFleet(ctx context.Context, dir string) (stop func() error, e
 	d.say("starting a hub and members %s as local control planes (kube-apiserver + etcd)...", strings.Join(members, ", "))
 	// The members start without the Widget CRD: join installs it. The hub
 	// serves ClusterProfiles too (the CRD of cluster-inventory-api).
-	profiles, err := clusterProfileCRD()
+	profiles, err := fleet.ClusterProfileCRD()
 	if err != nil {
 		return nil, err
 	}

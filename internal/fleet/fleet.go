@@ -235,7 +235,7 @@ func RunTests(m interface{ Run() int }, opts Options, setUp func(*Fleet) (tearDo
 		if err := f.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
-		removeManagerBinary()
+		removeBuilds()
 	}()
 	tearDown, err := setUp(f)
 	if err != nil {

@@ -12,28 +12,58 @@ import (
 	"syscall"
 )
 
-// managerBuild is the manager binary this process built, once.
-var managerBuild struct {
-	once      sync.Once
-	dir, path string
-	err       error
+// builds are the commands of this module that this process built, once
+// each, into one directory that RunTests removes.
+var builds struct {
+	mu   sync.Mutex
+	dir  string
+	done map[string]*build
+}
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 // ManagerBinary builds cmd/widgethub, once per process, and returns the
 // binary's path, for tests that run the manager as processes of their own
-// (to kill or stop one for real). RunTests removes it when the tests end.
-func ManagerBinary() (string, error) {
-	b := &managerBuild
+// (to kill or stop one for real).
+func ManagerBinary() (string, error) { return Built("cmd/widgethub") }
+
+// CredentialPlugin builds cmd/widgethub-credential, the access provider of
+// ClusterProfile members in tests and the demo, once per process.
+func CredentialPlugin() (string, error) { return Built("cmd/widgethub-credential") }
+
+// Built builds the command in the module's directory dir, once per process,
+// and returns the binary's path. RunTests removes it when the tests end.
+func Built(dir string) (string, error) {
+	builds.mu.Lock()
+	if builds.done == nil {
+		builds.done = map[string]*build{}
+	}
+	b, ok := builds.done[dir]
+	if !ok {
+		b = &build{}
+		builds.done[dir] = b
+	}
+	builds.mu.Unlock()
 	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "widgethub-manager-"); b.err != nil {
+		builds.mu.Lock()
+		if builds.dir == "" {
+			builds.dir, b.err = os.MkdirTemp("", "widgethub-builds-")
+		}
+		out := builds.dir
+		builds.mu.Unlock()
+		if b.err != nil {
 			return
 		}
 		_, file, _, _ := runtime.Caller(0)
-		bin := filepath.Join(b.dir, "widgethub")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/widgethub")
-		build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build ./cmd/widgethub: %w\n%s", err, out)
+		bin := filepath.Join(out, filepath.Base(dir))
+		cmd := exec.Command("go", "build", "-o", bin, "./"+dir)
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+		if output, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./%s: %w\n%s", dir, err, output)
 			return
 		}
 		b.path = bin
@@ -41,10 +71,12 @@ func ManagerBinary() (string, error) {
 	return b.path, b.err
 }
 
-// removeManagerBinary removes what ManagerBinary built, if anything.
-func removeManagerBinary() {
-	if dir := managerBuild.dir; dir != "" {
-		_ = os.RemoveAll(dir)
+// removeBuilds removes what Built built, if anything.
+func removeBuilds() {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if builds.dir != "" {
+		_ = os.RemoveAll(builds.dir)
 	}
 }
 

@@ -162,7 +162,7 @@ func TestWidgetsOfClusterProfileMembers(t *testing.T) {
 	})
 	r = run(t, "widgets", "-A", "--cluster", "beta", "--clusterprofile-provider-file", noTokens)
 	if want := `error: cluster "beta": ClusterProfile widgethub-system/beta: the credential plugin failed: getting credentials: exec: executable ` +
-		filepath.Join(filepath.Dir(access.File), "widgethub-credential") + " failed with exit code 1"; r.code != 3 || !strings.Contains(r.stderr, want) {
+		access.Plugin + " failed with exit code 1"; r.code != 3 || !strings.Contains(r.stderr, want) {
 		t.Errorf("widgets with a failing credential plugin: want exit 3 and %q, got %s", want, r)
 	}
 

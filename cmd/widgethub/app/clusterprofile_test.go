@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/utils/ptr"
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -40,13 +38,11 @@ import (
 const (
 	profileNS       = "widgethub-profiles"
 	profileProvider = "widgethub-tokens"
-	execExtension   = "client.authentication.k8s.io/exec"
 )
 
 var (
-	profileSetup     sync.Once
-	profileSetupErr  error
-	credentialPlugin string
+	profileSetup    sync.Once
+	profileSetupErr error
 	// profileManager is the widgethub binary the tests run.
 	profileManager string
 	// profileClient is a direct client of the hub whose scheme knows ClusterProfiles.
@@ -78,8 +74,7 @@ func profiled(t *testing.T) (a, b *fleet.ControlPlane) {
 	return profiledMembers[0], profiledMembers[1]
 }
 
-// setUpProfiles installs the ClusterProfile CRD of cluster-inventory-api (from
-// the module cache) on the hub and builds widgethub-credential, once.
+// setUpProfiles installs the ClusterProfile CRD on the hub, once.
 func setUpProfiles(t *testing.T) {
 	t.Helper()
 	profileSetup.Do(func() {
@@ -90,24 +85,7 @@ func setUpProfiles(t *testing.T) {
 		if profileClient, profileSetupErr = client.New(testFleet.Hub.Config, client.Options{Scheme: scheme}); profileSetupErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api").Output()
-		if err != nil {
-			profileSetupErr = err
-			return
-		}
-		crd := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml")
-		if _, err := envtest.InstallCRDs(testFleet.Hub.Config, envtest.CRDInstallOptions{Paths: []string{crd}, ErrorIfPathMissing: true}); err != nil {
-			profileSetupErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "widgethub-credential-")
-		if err != nil {
-			profileSetupErr = err
-			return
-		}
-		credentialPlugin = filepath.Join(dir, "widgethub-credential")
-		if out, err := exec.Command("go", "build", "-o", credentialPlugin, "github.com/widgethub/widgethub/cmd/widgethub-credential").CombinedOutput(); err != nil {
-			profileSetupErr = &buildError{out: string(out), err: err}
+		if profileSetupErr = testFleet.Hub.InstallClusterProfileCRD(); profileSetupErr != nil {
 			return
 		}
 		if profileManager, profileSetupErr = fleet.ManagerBinary(); profileSetupErr != nil {
@@ -120,19 +98,13 @@ func setUpProfiles(t *testing.T) {
 	}
 }
 
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
-
 // profileHub is a manager process that takes registrations from
 // ClusterProfiles (and Secrets) in profileNS, the token directory of its
 // access provider, the address of its (plain HTTP) metrics, and the file
 // where its access provider's command records each run (pluginRuns).
 type profileHub struct {
-	tokens, metrics, runs string
+	access        *fleet.AccessProvider
+	metrics, runs string
 }
 
 // startProfileHub writes an access provider file and starts a manager
@@ -142,29 +114,22 @@ func startProfileHub(t *testing.T) *profileHub {
 	t.Helper()
 	setUpProfiles(t)
 	dir := t.TempDir()
-	h := &profileHub{tokens: filepath.Join(dir, "tokens"), runs: filepath.Join(dir, "runs")}
+	access, err := fleet.NewAccessProvider(dir, profileProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &profileHub{access: access, runs: filepath.Join(dir, "runs")}
 	// The provider's command records what it is run for (the ExecCredential
 	// client-go hands it) in a file of its own, then runs
 	// widgethub-credential. Shell builtins only: the hub may give it no PATH.
 	if err := os.Mkdir(h.runs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wrapper := hubtest.WriteFile(t, dir, "credential.sh", fmt.Appendf(nil, "#!/bin/sh\nprintf '%%s' \"$KUBERNETES_EXEC_INFO\" >%s/$$\nexec %s \"$@\"\n", h.runs, credentialPlugin))
+	wrapper := hubtest.WriteFile(t, dir, "credential.sh", fmt.Appendf(nil, "#!/bin/sh\nprintf '%%s' \"$KUBERNETES_EXEC_INFO\" >%s/$$\nexec %s \"$@\"\n", h.runs, access.Plugin))
 	if err := os.Chmod(wrapper, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "providers.json")
-	providers := map[string]any{"providers": []any{map[string]any{
-		"name": profileProvider,
-		"execConfig": map[string]any{
-			"apiVersion":         "client.authentication.k8s.io/v1",
-			"command":            wrapper,
-			"args":               []string{"--token-dir=" + h.tokens},
-			"provideClusterInfo": true,
-		},
-	}}}
-	data, _ := json.Marshal(providers)
-	if err := os.WriteFile(file, data, 0o600); err != nil {
+	if err := access.Runs(wrapper); err != nil {
 		t.Fatal(err)
 	}
 	hubKubeconfig := filepath.Join(dir, "hub.kubeconfig")
@@ -177,7 +142,7 @@ func startProfileHub(t *testing.T) *profileHub {
 	}
 	h.metrics = addr
 	startManagerProcess(t, profileManager, dir, "profiles", []string{"--kubeconfig=" + hubKubeconfig,
-		"--registration-namespace=" + profileNS, "--clusterprofile-provider-file=" + file, "--leader-elect=false",
+		"--registration-namespace=" + profileNS, "--clusterprofile-provider-file=" + access.File, "--leader-elect=false",
 		"--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0", "--member-sync-timeout=10s"})
 	return h
 }
@@ -196,13 +161,8 @@ func (h *profileHub) grantAt(t *testing.T, name string, member *fleet.ControlPla
 	hubtest.InstallMemberRole(t, member)
 	token := hubtest.ServiceAccountToken(t, member, "widgethub", "widgethub-member")
 	fleet.HandOver(token) // the plugin hands it to the manager process
-	if err := os.MkdirAll(filepath.Join(h.tokens, name), 0o700); err != nil {
+	if err := h.access.Grant(name, server, token); err != nil {
 		t.Fatal(err)
-	}
-	for file, content := range map[string]string{"token": token, "server": server} {
-		if err := os.WriteFile(filepath.Join(h.tokens, name, file), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -234,32 +194,18 @@ func (h *profileHub) pluginRuns(g Gomega) []pluginRun {
 	return runs
 }
 
-// accessProvider is member's access provider entry called provider, whose
-// exec extension names the member name.
-func accessProvider(provider, name string, member *fleet.ControlPlane) inventoryv1alpha1.AccessProvider {
-	ext, _ := json.Marshal(map[string]string{"member": name})
-	return inventoryv1alpha1.AccessProvider{Name: provider, Cluster: clientcmdv1.Cluster{
-		Server:                   member.Config.Host,
-		CertificateAuthorityData: member.Config.CAData,
-		Extensions:               []clientcmdv1.NamedExtension{{Name: execExtension, Extension: runtime.RawExtension{Raw: ext}}},
-	}}
+// entry is the access provider entry called provider of a ClusterProfile
+// that reaches member as the member called name.
+func entry(provider, name string, member *fleet.ControlPlane) inventoryv1alpha1.AccessProvider {
+	return fleet.ProfileEntry(provider, name, member.Config.Host, member.Config.CAData)
 }
 
 // createProfile creates the ClusterProfile name in profileNS with the access
 // providers of its status, deleted when t ends.
 func createProfile(t *testing.T, name string, providers ...inventoryv1alpha1.AccessProvider) {
 	t.Helper()
-	ctx := context.Background()
-	profile := &inventoryv1alpha1.ClusterProfile{
-		ObjectMeta: metav1.ObjectMeta{Namespace: profileNS, Name: name},
-		Spec:       inventoryv1alpha1.ClusterProfileSpec{ClusterManager: inventoryv1alpha1.ClusterManager{Name: "test"}},
-	}
-	if err := profileClient.Create(ctx, profile); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { deleteProfile(t, name) })
-	profile.Status = inventoryv1alpha1.ClusterProfileStatus{Conditions: []metav1.Condition{}, AccessProviders: providers}
-	if err := profileClient.Status().Update(ctx, profile); err != nil {
+	if err := fleet.CreateClusterProfile(context.Background(), profileClient, profileNS, name, providers...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -315,7 +261,7 @@ func TestClusterProfileRegistersAMemberThroughItsAccessProvider(t *testing.T) {
 	h := startProfileHub(t)
 	alpha, _ := profiled(t)
 	h.grant(t, "cp-alpha", alpha)
-	createProfile(t, "cp-alpha", accessProvider(profileProvider, "cp-alpha", alpha))
+	createProfile(t, "cp-alpha", entry(profileProvider, "cp-alpha", alpha))
 
 	mc := expectProfileMember(t, "cp-alpha", "ClusterProfile", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	g.Expect(hubtest.ReadyConditionOf(mc).Message).To(ContainSubstring(profileProvider))
@@ -359,7 +305,7 @@ func TestClusterProfileWithoutAConfiguredAccessProviderIsReported(t *testing.T) 
 	h := startProfileHub(t)
 	beta := testFleet.Member("beta")
 	h.grant(t, "cp-unknown", beta)
-	createProfile(t, "cp-unknown", accessProvider("someone-elses-provider", "cp-unknown", beta))
+	createProfile(t, "cp-unknown", entry("someone-elses-provider", "cp-unknown", beta))
 
 	mc := expectProfileMember(t, "cp-unknown", "ClusterProfile", metav1.ConditionFalse, v1alpha1.MemberNoAccessProviderReason)
 	g := NewWithT(t)
@@ -375,7 +321,7 @@ func TestSecretKeepsAMemberNameAClusterProfileClaimsToo(t *testing.T) {
 	h := startProfileHub(t)
 	alpha, beta := profiled(t)
 	h.grant(t, "cp-shared", alpha)
-	createProfile(t, "cp-shared", accessProvider(profileProvider, "cp-shared", alpha))
+	createProfile(t, "cp-shared", entry(profileProvider, "cp-shared", alpha))
 	expectProfileMember(t, "cp-shared", "ClusterProfile", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
 	// A Secret registers the same name (for beta): it takes the name.
@@ -421,7 +367,7 @@ func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
 	// loaded into.
 	preload, loaded := preloadMarker(t)
 	envs, _ := json.Marshal(map[string]string{"LD_PRELOAD": preload})
-	extended := accessProvider(profileProvider, "cp-args", gamma)
+	extended := entry(profileProvider, "cp-args", gamma)
 	extended.Cluster.Extensions = append(extended.Cluster.Extensions,
 		clientcmdv1.NamedExtension{Name: "clusterprofiles.multicluster.x-k8s.io/exec/additional-envs", Extension: runtime.RawExtension{Raw: envs}})
 	createProfile(t, "cp-args", extended)
@@ -444,7 +390,7 @@ func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
 		"cp-skip":  func(c *clientcmdv1.Cluster) { c.InsecureSkipTLSVerify = true },
 	}
 	for name, edit := range refused {
-		p := accessProvider(profileProvider, name, gamma)
+		p := entry(profileProvider, name, gamma)
 		p.Cluster.Server, p.Cluster.CertificateAuthorityData = server.URL, server.CAPEM()
 		edit(&p.Cluster)
 		h.grantAt(t, name, gamma, p.Cluster.Server)
@@ -457,7 +403,7 @@ func TestClusterProfileCannotMakeTheHubReadAFileOrRunACommand(t *testing.T) {
 	// Once the hub has run the plugin for it and reported it, it stays not
 	// Ready and its server hears nothing.
 	borrower := hubtest.NewRecorder(t, true)
-	p := accessProvider(profileProvider, "cp-args", gamma)
+	p := entry(profileProvider, "cp-args", gamma)
 	p.Cluster.Server, p.Cluster.CertificateAuthorityData = borrower.URL, borrower.CAPEM()
 	createProfile(t, "cp-borrower", p)
 	g.Eventually(func(g Gomega) {
