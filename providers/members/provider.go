@@ -262,7 +262,8 @@ func (p *Provider) setUp(local ctrl.Manager) error {
 // from the hub besides the registrations: the Leases of sharding in
 // namespace, the registration namespace.
 func CacheOptions(opts cache.Options, namespace string) cache.Options {
-	return CacheObjects(opts, namespace, &coordinationv1.Lease{}, cache.ByObject{Label: sharding.LeaseSelector()})
+	return CacheObjects(opts, namespace, &coordinationv1.Lease{}, cache.ByObject{
+		Namespaces: map[string]cache.Config{namespace: {}}, Label: sharding.LeaseSelector()})
 }
 
 // CacheObjects extends a hub cache's options with the objects of obj's
