@@ -17,7 +17,8 @@
 // names, RBAC rules, container arguments and pod spec); the schema refusing
 // wrong types; the ClusterProfile values (the provider file as the
 // manager's loader reads it, its mount, the Role in another namespace
-// against config/rbac's generated rules) and the docs' examples of them;
+// against config/rbac's generated rules) and the docs' examples of them,
+// the kustomize overlay of docs/install.md against the chart;
 // and, on real hub API servers (envtest, internal/fleet), an install,
 // upgrade and uninstall, and an install of docs/install.md's ClusterProfile
 // examples whose manager, run as its ServiceAccount with the installed
