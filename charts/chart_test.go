@@ -27,6 +27,7 @@ import (
 var typed = map[string]func() any{
 	"CustomResourceDefinition": func() any { return &apiextensionsv1.CustomResourceDefinition{} },
 	"ServiceAccount":           func() any { return &corev1.ServiceAccount{} },
+	"ConfigMap":                func() any { return &corev1.ConfigMap{} },
 	"Role":                     func() any { return &rbacv1.Role{} },
 	"ClusterRole":              func() any { return &rbacv1.ClusterRole{} },
 	"ClusterRoleBinding":       func() any { return &rbacv1.ClusterRoleBinding{} },
@@ -110,8 +111,9 @@ func TestChartWithEveryValue(t *testing.T) {
 	checkTyped(t, rendered)
 	o := index(rendered)
 	want := []string{
-		"Deployment platform/platform-hub", "NetworkPolicy platform/platform-hub",
-		"Role fleet-registrations/platform-hub", "RoleBinding fleet-registrations/platform-hub",
+		"ConfigMap platform/platform-hub-clusterprofiles", "Deployment platform/platform-hub", "NetworkPolicy platform/platform-hub",
+		"Role fleet-inventory/platform-hub-clusterprofiles", "Role fleet-registrations/platform-hub",
+		"RoleBinding fleet-inventory/platform-hub-clusterprofiles", "RoleBinding fleet-registrations/platform-hub",
 		"Service platform/platform-hub-metrics", "ServiceMonitor platform/platform-hub-metrics",
 	}
 	if got := o.keys(); !slices.Equal(got, want) {
@@ -127,7 +129,9 @@ func TestChartWithEveryValue(t *testing.T) {
 		"--member-qps=150", "--member-burst=300", "--member-sync-timeout=45s", "--member-request-timeout=20s", "--member-max-objects=20000",
 		"--probe-interval=10s", "--probe-timeout=4s", "--probe-failure-threshold=5",
 		"--allow-credential-plugins", "--allow-insecure-members", "--allow-link-local-members",
-		"--max-concurrent-reconciles=64", "--max-concurrent-reconciles-per-member=16", "--zap-log-level=debug",
+		"--max-concurrent-reconciles=64", "--max-concurrent-reconciles-per-member=16",
+		"--clusterprofile-provider-file=/etc/widgethub/clusterprofiles/providers.json", "--clusterprofile-namespace=fleet-inventory",
+		"--zap-log-level=debug",
 	}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args = %q\nwant   %q", c.Args, wantArgs)
@@ -147,7 +151,10 @@ func TestChartWithEveryValue(t *testing.T) {
 		"tolerations":        len(pod.Tolerations) == 1 && pod.Tolerations[0].Key == "dedicated",
 		"affinity":           pod.Affinity != nil && pod.Affinity.NodeAffinity != nil && pod.Affinity.PodAntiAffinity == nil,
 		"priority class":     pod.PriorityClassName == "system-cluster-critical",
-		"pod annotations":    d.Spec.Template.Annotations["example.com/team"] == "platform",
+		"pod annotations":    d.Spec.Template.Annotations["example.com/team"] == "platform" && d.Spec.Template.Annotations["checksum/clusterprofiles"] != "",
+		"init containers":    len(pod.InitContainers) == 1 && pod.InitContainers[0].Name == "credential-plugin" && pod.InitContainers[0].VolumeMounts[0].Name == "plugins",
+		"volumes":            slices.Equal(volumeNames(pod.Volumes), []string{"clusterprofile-providers", "plugins", "tokens"}),
+		"volume mounts":      slices.Equal(mountPaths(c.VolumeMounts), []string{"/etc/widgethub/clusterprofiles", "/plugins", "/etc/widgethub/tokens"}),
 		"pod labels":         d.Spec.Template.Labels["example.com/tier"] == "control",
 		"name override":      d.Spec.Template.Labels["app.kubernetes.io/name"] == "hub",
 		"selector":           labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)),
@@ -297,6 +304,13 @@ func TestValuesSchemaRefusesWrongValues(t *testing.T) {
 		{[]string{"--set", "extraArgs[0]=zap-log-level=debug"}, "/extraArgs/0"},
 		{[]string{"--set", "registrationNamespace=Not_A_Namespace"}, "/registrationNamespace"},
 		{[]string{"--set", "memberQPS=50"}, "memberQPS"}, // a misspelt key is refused, not ignored
+		{[]string{"--set", "clusterProfiles.providers=providers.json"}, "/clusterProfiles/providers"},
+		{[]string{"--set-json", `clusterProfiles.providers={"providers":[{"name":"p","execConfig":{"args":["x"]}}]}`}, "/clusterProfiles/providers/providers/0/execConfig"},
+		{[]string{"--set-json", `clusterProfiles.providers={"providers":[{"name":"p","execConfig":{"command":"c"},"profileSourcedEnvVarsPolicy":"AllowAll"}]}`},
+			"/clusterProfiles/providers/providers/0/profileSourcedEnvVarsPolicy"},
+		{[]string{"--set-json", `clusterProfiles.providers={"providers":[{"name":"p","exec":{"command":"c"}}]}`}, "/clusterProfiles/providers/providers/0"},
+		{[]string{"--set", "clusterProfiles.namespace=Fleet_Inventory"}, "/clusterProfiles/namespace"},
+		{[]string{"--set", "extraVolumeMounts[0].name=plugins"}, "/extraVolumeMounts/0"},
 	} {
 		_, stderr, err := helm(t, append([]string{"template", "x", chartDir}, tc.set...)...)
 		if err == nil || !strings.Contains(stderr, "values don't meet the specifications of the schema") || !strings.Contains(stderr, tc.want) {
@@ -444,4 +458,22 @@ func compareDeployments(t *testing.T, chart, kust *appsv1.Deployment) {
 	if err != nil || !sel.Matches(labels.Set(chart.Spec.Template.Labels)) {
 		t.Errorf("the chart's Deployment selector %v does not select its pods", chart.Spec.Selector)
 	}
+}
+
+// volumeNames are the names of volumes, in order.
+func volumeNames(volumes []corev1.Volume) []string {
+	names := make([]string, 0, len(volumes))
+	for _, v := range volumes {
+		names = append(names, v.Name)
+	}
+	return names
+}
+
+// mountPaths are the paths of mounts, in order.
+func mountPaths(mounts []corev1.VolumeMount) []string {
+	paths := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		paths = append(paths, m.MountPath)
+	}
+	return paths
 }

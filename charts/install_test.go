@@ -2,8 +2,6 @@ package charts_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,48 +25,17 @@ import (
 // them), upgrades it to other values and uninstalls it: what stays is the
 // CRDs, as Helm leaves crds/ alone.
 func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
-	f, err := fleet.Start(fleet.Options{Scheme: clusters.NewScheme(), HubCRDs: []string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	kubeconfig := filepath.Join(t.TempDir(), "hub.kubeconfig")
-	if err := os.WriteFile(kubeconfig, f.Hub.Kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	h := startReleaseHub(t, fleet.Options{Scheme: clusters.NewScheme(), HubCRDs: []string{}})
 	ctx := context.Background()
-	c := f.Hub.Client
-	apiext, err := client.New(f.Hub.Config, client.Options{})
+	c := h.Hub.Client
+	apiext, err := client.New(h.Hub.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := apiextensionsv1.AddToScheme(apiext.Scheme()); err != nil {
 		t.Fatal(err)
 	}
-	// The namespace as docs/install.md makes it: restricted Pod Security.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "widgethub-system",
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	helmIn := func(args ...string) string {
-		t.Helper()
-		out, stderr, err := helm(t, append(args, "--kubeconfig", kubeconfig, "--namespace", "widgethub-system")...)
-		if err != nil {
-			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
-		}
-		// Helm prints the API server's warnings (PodSecurity's among them).
-		if strings.Contains(stderr, "PodSecurity") || strings.Contains(stderr, "would violate") {
-			t.Errorf("helm %s: the API server warned:\n%s", args[0], stderr)
-		}
-		return out
-	}
-
-	helmIn("install", "widgethub", chartDir, "--set", "image.tag=v0.1.0")
+	h.helm(t, "install", "widgethub", chartDir, "--set", "image.tag=v0.1.0")
 	for _, name := range []string{"memberclusters.widgethub.io", "widgets.widgethub.io"} {
 		if err := apiext.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 			t.Errorf("CRD %s after install: %v", name, err)
@@ -110,18 +77,14 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 		{"default", "list", "secrets", "", false},
 		{"", "create", "tokenreviews", "authentication.k8s.io", true},
 	} {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: tc.ns, Verb: tc.verb, Resource: tc.resource, Group: tc.group}}}
-		if err := c.Create(ctx, sar); err != nil {
-			t.Fatal(err)
-		}
-		if sar.Status.Allowed != tc.allowed {
-			t.Errorf("%s may %s %s in %q: %v, want %v", sa, tc.verb, tc.resource, tc.ns, sar.Status.Allowed, tc.allowed)
+		allowed := h.allowed(t, sa, authorizationv1.ResourceAttributes{Namespace: tc.ns, Verb: tc.verb, Resource: tc.resource, Group: tc.group})
+		if allowed != tc.allowed {
+			t.Errorf("%s may %s %s in %q: %v, want %v", sa, tc.verb, tc.resource, tc.ns, allowed, tc.allowed)
 		}
 	}
 
 	// Upgrade: one leader-elected replica, tuned members, no budget.
-	helmIn("upgrade", "widgethub", chartDir, "--reuse-values", "--set", "replicas=1,sharding=false,members.qps=50,podDisruptionBudget.enabled=false")
+	h.helm(t, "upgrade", "widgethub", chartDir, "--reuse-values", "--set", "replicas=1,sharding=false,members.qps=50,podDisruptionBudget.enabled=false")
 	if err := c.Get(ctx, key, &d); err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +96,11 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	if err := c.Get(ctx, key, &policyv1.PodDisruptionBudget{}); !apierrors.IsNotFound(err) {
 		t.Errorf("PodDisruptionBudget after an upgrade that disables it: %v", err)
 	}
-	if out := helmIn("history", "widgethub"); !strings.Contains(out, "deployed") || !strings.Contains(out, "superseded") {
+	if out := h.helm(t, "history", "widgethub"); !strings.Contains(out, "deployed") || !strings.Contains(out, "superseded") {
 		t.Errorf("helm history after the upgrade:\n%s", out)
 	}
 
-	helmIn("uninstall", "widgethub")
+	h.helm(t, "uninstall", "widgethub")
 	for _, obj := range append(ours, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "widgethub-system", Name: "widgethub-metrics"}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "widgethub"}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "widgethub-metrics-reader"}},

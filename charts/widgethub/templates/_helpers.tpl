@@ -45,6 +45,21 @@ app.kubernetes.io/component: manager
 {{- default .Release.Namespace .Values.registrationNamespace }}
 {{- end }}
 
+{{/* The namespace whose ClusterProfiles register members. */}}
+{{- define "widgethub.clusterProfileNamespace" -}}
+{{- default (include "widgethub.registrationNamespace" .) .Values.clusterProfiles.namespace }}
+{{- end }}
+
+{{/* Where the ConfigMap of the access provider file is mounted. */}}
+{{- define "widgethub.clusterProfileDir" -}}
+/etc/widgethub/clusterprofiles
+{{- end }}
+
+{{/* The access provider file: the ConfigMap's one key, providers.json. */}}
+{{- define "widgethub.clusterProfileProviderFile" -}}
+{{- include "widgethub.clusterProfileDir" . }}/providers.json
+{{- end }}
+
 {{- define "widgethub.image" -}}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
@@ -108,6 +123,14 @@ app.kubernetes.io/component: manager
 {{- end }}
 {{- if not (kindIs "invalid" $w.maxConcurrentReconcilesPerMember) }}
 - --max-concurrent-reconciles-per-member={{ $w.maxConcurrentReconcilesPerMember }}
+{{- end }}
+{{- if .Values.clusterProfiles.providers }}
+- --clusterprofile-provider-file={{ include "widgethub.clusterProfileProviderFile" . }}
+{{- with .Values.clusterProfiles.namespace }}
+- --clusterprofile-namespace={{ . }}
+{{- end }}
+{{- else if .Values.clusterProfiles.namespace }}
+{{- fail "clusterProfiles.namespace needs clusterProfiles.providers: without an access provider file the manager reads no ClusterProfiles" }}
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
