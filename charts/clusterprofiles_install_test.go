@@ -136,7 +136,8 @@ func TestChartRegistersClusterProfilesInAnotherNamespace(t *testing.T) {
 
 // checkClusterProfileAccess checks what the manager's ServiceAccount may do
 // in namespace, that of the ClusterProfiles: what the hub does there, and
-// with sharding list and watch Leases, but nothing else.
+// nothing else, sharded or not (no Lease: those stay in the registration
+// namespace).
 func checkClusterProfileAccess(t *testing.T, h *releaseHub, namespace string, sharding bool) {
 	t.Helper()
 	sa := "system:serviceaccount:" + releaseNamespace + ":widgethub"
@@ -151,7 +152,7 @@ func checkClusterProfileAccess(t *testing.T, h *releaseHub, namespace string, sh
 		{"create", "widgethub.io", "memberclusters", "", true},
 		{"patch", "widgethub.io", "memberclusters", "status", true},
 		{"create", "events.k8s.io", "events", "", true},
-		{"watch", "coordination.k8s.io", "leases", "", sharding},
+		{"watch", "coordination.k8s.io", "leases", "", false},
 		{"update", "coordination.k8s.io", "leases", "", false},
 		{"list", "", "secrets", "", false},
 		{"create", "", "serviceaccounts", "token", false},

@@ -145,9 +145,9 @@ func TestChartLeavesClusterProfilesOffByDefault(t *testing.T) {
 // TestChartGrantsClusterProfilesInTheirNamespace: ClusterProfiles in
 // another namespace than the registrations' get a Role there with the rules
 // the generated Role (config/rbac/role.yaml, from the code's markers) has
-// for what the hub does with them, and nothing else but, with sharding,
-// list and watch of Leases; in the registration namespace the generated
-// Role serves and no other is rendered.
+// for what the hub does with them, and nothing else, sharded or not (the
+// Leases of sharding stay in the registration namespace); in the
+// registration namespace the generated Role serves and no other is rendered.
 func TestChartGrantsClusterProfilesInTheirNamespace(t *testing.T) {
 	generated := generatedRole(t)
 	for _, tc := range []struct {
@@ -156,7 +156,7 @@ func TestChartGrantsClusterProfilesInTheirNamespace(t *testing.T) {
 		// extra are the rules beyond clusterProfileResources, none when nil.
 		extra map[string][]string
 	}{
-		{"sharded", []string{"--set", "clusterProfiles.namespace=inventory"}, map[string][]string{"coordination.k8s.io/leases": {"list", "watch"}}},
+		{"sharded", []string{"--set", "clusterProfiles.namespace=inventory"}, nil},
 		{"leader-elected", []string{"--set", "clusterProfiles.namespace=inventory,sharding=false"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
