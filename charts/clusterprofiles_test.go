@@ -30,6 +30,7 @@ const providersValue = `{"providers": [{"name": "widgethub-tokens", "execConfig"
 var clusterProfileResources = []string{
 	"events.k8s.io/events",
 	"multicluster.x-k8s.io/clusterprofiles",
+	"multicluster.x-k8s.io/clusterprofiles/finalizers",
 	"widgethub.io/memberclusters",
 	"widgethub.io/memberclusters/status",
 }

@@ -22,7 +22,10 @@ import (
 
 // The hub reads the ClusterProfiles of the registration namespace (another
 // namespace, given with --clusterprofile-namespace, needs the same grant there).
+// Its MemberCluster is owned by the ClusterProfile with blockOwnerDeletion
+// (see the kubeconfig source's Secrets).
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,namespace=widgethub-system,resources=clusterprofiles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=multicluster.x-k8s.io,namespace=widgethub-system,resources=clusterprofiles/finalizers,verbs=update
 
 // Options configure the ClusterProfile Source.
 type Options struct {

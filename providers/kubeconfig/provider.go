@@ -26,8 +26,12 @@ func CacheOptions(opts cache.Options, namespace string) cache.Options {
 	})
 }
 
-// The hub reads registration Secrets in its registration namespace only.
+// The hub reads registration Secrets in its registration namespace only. A
+// MemberCluster is owned by its Secret with blockOwnerDeletion, which the
+// OwnerReferencesPermissionEnforcement admission plugin (OpenShift) allows
+// only to who may update the Secret's finalizers.
 // +kubebuilder:rbac:groups="",namespace=widgethub-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=widgethub-system,resources=secrets/finalizers,verbs=update
 
 // Source is the registration source of kubeconfig Secrets: a Secret of its
 // namespace labelled registration.SecretLabel=true registers the member
