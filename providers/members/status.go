@@ -3,6 +3,7 @@ package members
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -114,6 +116,28 @@ func (p *Provider) memberCluster(ctx context.Context, owner client.Object, creat
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("get MemberCluster %s: %w", name, err)
+	}
+	if controller := metav1.GetControllerOfNoCopy(mc); controller == nil || controller.UID != owner.GetUID() {
+		return p.reown(ctx, owner, mc)
+	}
+	return mc, nil
+}
+
+// reown makes owner, the registration this replica serves the member for,
+// the controller of mc, which another registration of the same name left
+// behind (one of another source that lost the name, or a Secret deleted and
+// created again): otherwise the MemberCluster would go with that one. The
+// patch fails if mc changed since it was read.
+func (p *Provider) reown(ctx context.Context, owner client.Object, mc *v1alpha1.MemberCluster) (*v1alpha1.MemberCluster, error) {
+	patch := client.MergeFromWithOptions(mc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	mc.OwnerReferences = slices.DeleteFunc(mc.OwnerReferences, func(ref metav1.OwnerReference) bool {
+		return ptr.Deref(ref.Controller, false)
+	})
+	if err := controllerutil.SetControllerReference(owner, mc, p.hub.Scheme()); err != nil {
+		return nil, fmt.Errorf("own MemberCluster %s: %w", mc.Name, err)
+	}
+	if err := p.hub.Patch(ctx, mc, patch); err != nil {
+		return nil, fmt.Errorf("own MemberCluster %s: %w", mc.Name, err)
 	}
 	return mc, nil
 }

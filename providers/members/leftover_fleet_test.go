@@ -1,0 +1,53 @@
+package members_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/internal/hubtest"
+)
+
+// A MemberCluster that another registration of the same name left behind
+// (on a sharded hub, a ClusterProfile that a replica served for a moment
+// before it saw the Secret that keeps the name) is taken over by the
+// registration that is served: it is owned by that one, and does not go
+// with the one that left it.
+func TestMemberClusterLeftByAnotherRegistrationIsOwnedByTheServedOne(t *testing.T) {
+	const name = "leftover"
+	ctx, hub := t.Context(), testFleet.Hub.Client
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hubNS}}
+	if err := hub.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Delete(ctx, other) })
+	left := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hubNS}}
+	if err := controllerutil.SetControllerReference(other, left, hub.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Create(ctx, left); err != nil {
+		t.Fatal(err)
+	}
+
+	hubtest.Register(t, name, testFleet.Member("beta"))
+	t.Cleanup(func() { hubtest.Unregister(t, name) })
+	mc := hubtest.ExpectMemberReady(t, name, metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+	secret := &corev1.Secret{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: hubNS, Name: name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	if mc.UID != left.UID {
+		t.Errorf("the MemberCluster was created again (uid %s, was %s), want the one left behind taken over", mc.UID, left.UID)
+	}
+	controller := metav1.GetControllerOf(mc)
+	if controller == nil || controller.Kind != "Secret" || controller.UID != secret.UID {
+		t.Errorf("MemberCluster %s is controlled by %+v, want its Secret (uid %s)", name, controller, secret.UID)
+	}
+	if len(mc.OwnerReferences) != 1 {
+		t.Errorf("MemberCluster %s has owners %+v, want its Secret alone", name, mc.OwnerReferences)
+	}
+}
