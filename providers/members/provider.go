@@ -21,11 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
@@ -203,20 +200,13 @@ func (p *Provider) Register(mgr mcmanager.Manager, src Source) error {
 	}
 	sc := &sourceController{Source: src, provider: p, index: len(p.sources),
 		log:     p.log.WithValues("source", src.Kind()),
-		workers: &registrationWorkers{workers: p.opts.ConcurrentEngagements},
-		wake:    make(chan event.TypedGenericEvent[reconcile.Request], 64)}
+		workers: &registrationWorkers{workers: p.opts.ConcurrentEngagements}}
 	p.sources = append(p.sources, sc)
 	return ctrl.NewControllerManagedBy(local).
 		Named(src.ControllerName()).
 		For(src.Object()).
 		// Our own status writes need no reconcile; a deleted MemberCluster does.
 		Owns(&v1alpha1.MemberCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A registration is woken when the name it waits for is free, when
-		// it must show a conflict, or when its member's owner changed.
-		WatchesRawSource(source.TypedChannel(sc.wake, handler.TypedFuncs[reconcile.Request, reconcile.Request]{
-			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[reconcile.Request], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				q.Add(e.Object)
-			}})).
 		WithOptions(controller.Options{
 			// The shared fair queue, each registration its own member, so
 			// that registrations that hang hold a bounded share of the

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
@@ -28,9 +27,6 @@ type sourceController struct {
 	log   logr.Logger
 	// workers builds the controller's queue and the context of each reconcile.
 	workers *registrationWorkers
-	// wake reconciles a registration of this source (one that waits for
-	// its name, holds it and must show a conflict, or whose owner changed).
-	wake chan event.TypedGenericEvent[reconcile.Request]
 }
 
 // Reconcile engages, probes or disengages the member of one registration.
@@ -44,14 +40,14 @@ func (sc *sourceController) Reconcile(ctx context.Context, req reconcile.Request
 	return reclaimed(memberCtx, result, err)
 }
 
-// wakeUp reconciles the registration key of this source.
+// wakeUp reconciles the registration key of this source: one that waits for
+// its name, holds it and must show a conflict, or whose owner changed. It
+// goes straight into the controller's queue, which holds each key once
+// however many wake it: a fleet's worth of wake-ups at once (a replica that
+// died, a new one) is never dropped. Before the controller starts there is
+// no queue, and no need: its first list reconciles every registration.
 func (sc *sourceController) wakeUp(key types.NamespacedName) {
-	select {
-	case sc.wake <- event.TypedGenericEvent[reconcile.Request]{Object: reconcile.Request{NamespacedName: key}}:
-	default:
-		// The channel is full of wake-ups that reconcile anyway.
-		sc.log.V(1).Info("Wake-up dropped", "registration", key)
-	}
+	sc.workers.add(reconcile.Request{NamespacedName: key})
 }
 
 // reconcile is one registration's story: read it; if it is gone, let its
@@ -90,9 +86,9 @@ func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceControlle
 		p.handOver(ctx, name, serving.owner, log)
 		return serving.result, nil
 	}
-	m := p.registry.serve(name, func() *member { return newMember(name, p.env, log) })
+	m, err := p.registry.serve(name, me, func() *member { return newMember(name, p.env, log) })
 	if m == nil {
-		return reconcile.Result{}, errors.New("the hub replica is stopping")
+		return reconcile.Result{}, err // nil: the name went to another registration meanwhile
 	}
 	if wait := m.reengageWait(reg.Hash); wait > 0 {
 		// The registration changed again soon after the last engagement:
@@ -130,6 +126,11 @@ func (p *Provider) holdName(ctx context.Context, name multicluster.ClusterName, 
 		return false
 	case c.displaced != nil:
 		p.leave(ctx, name, "the name is registered by "+me.String())
+		// Its fence goes too: the one this registration takes is owned by
+		// it, and does not go with the registration that lost the name.
+		if err := p.ownership.release(ctx, string(name), true); err != nil {
+			log.Error(err, "Cannot delete the fence of the registration that lost the name", "loser", c.displaced.String())
+		}
 		mc, err := p.controlledMemberCluster(ctx, *c.displaced)
 		if err == nil && mc != nil {
 			err = p.deleteMemberCluster(ctx, mc)

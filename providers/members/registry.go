@@ -1,6 +1,7 @@
 package members
 
 import (
+	"errors"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -140,13 +141,19 @@ func (r *registry) holders(names ...string) []claim {
 	return some
 }
 
-// serve returns the member called name that this replica serves, made by
-// newMember when there is none yet; nil once the provider is closing.
-func (r *registry) serve(name multicluster.ClusterName, newMember func() *member) *member {
+// serve returns the member called name that this replica serves for me,
+// made by newMember when there is none yet, or nil when me does not hold
+// the name. Claims and members change under one lock: a registration that
+// lost the name while its reconcile was on its way makes no member (one
+// made before is stopped by the registration that took the name).
+func (r *registry) serve(name multicluster.ClusterName, me claim, newMember func() *member) (*member, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
-		return nil
+		return nil, errors.New("the hub replica is stopping")
+	}
+	if r.claims[name] != me {
+		return nil, nil
 	}
 	m, ok := r.members[name]
 	if !ok {
@@ -154,7 +161,7 @@ func (r *registry) serve(name multicluster.ClusterName, newMember func() *member
 		r.members[name] = m
 		r.changedLocked()
 	}
-	return m
+	return m, nil
 }
 
 // member is the member called name that this replica serves, or nil.

@@ -59,6 +59,13 @@ func (w *registrationWorkers) newQueue(name string, rl workqueue.TypedRateLimite
 	return registrationQueue{q}
 }
 
+// add queues req, once the controller has its queue.
+func (w *registrationWorkers) add(req reconcile.Request) {
+	if q := w.queue.Load(); q != nil {
+		q.Add(key(req))
+	}
+}
+
 // context returns the context to run req's member calls with: ctx, which
 // the queue cancels with cause fairqueue.ErrWorkerReclaimed to take the
 // worker back for a registration that waits with none.
