@@ -19,6 +19,7 @@ import (
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
@@ -152,32 +153,49 @@ func countKind(members map[string]string, kind string) int {
 	return n
 }
 
-// checkOwners checks that each member's MemberCluster is owned by the
-// registration of the kind kinds says, and that the twin's shows the
-// conflict with the ClusterProfile that waits.
+// checkOwners waits (hubtest.Within) until each member's MemberCluster is
+// owned by the registration of the kind kinds says, and the twin's shows
+// the conflict with the ClusterProfile that waits: the replica that serves
+// the twin writes the conflict once it has seen both registrations, which
+// may be a moment after the members settled.
 func checkOwners(t *testing.T, ns string, kinds map[string]string) {
 	t.Helper()
+	var problems []string
+	for deadline := time.Now().Add(hubtest.Within); ; time.Sleep(hubtest.Poll) {
+		problems = ownerProblems(t, ns, kinds)
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, p := range problems {
+		t.Errorf("after %s: %s", hubtest.Within, p)
+	}
+}
+
+// ownerProblems is what differs from the owners and conflict checkOwners waits for.
+func ownerProblems(t *testing.T, ns string, kinds map[string]string) []string {
+	var problems []string
 	list := &v1alpha1.MemberClusterList{}
 	if err := testFleet.Hub.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
+		return []string{err.Error()}
 	}
 	for _, mc := range list.Items {
 		owner := metav1.GetControllerOf(&mc)
 		if owner == nil || owner.Kind != kinds[mc.Name] {
-			t.Errorf("MemberCluster %s is owned by %v, want its %s", mc.Name, owner, kinds[mc.Name])
+			problems = append(problems, fmt.Sprintf("MemberCluster %s is owned by %v, want its %s", mc.Name, owner, kinds[mc.Name]))
+		}
+		if mc.Name != "twin" {
+			continue
+		}
+		if c := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberNameConflict); c == nil || c.Status != metav1.ConditionTrue ||
+			!strings.Contains(c.Message, "ClusterProfile") {
+			problems = append(problems, fmt.Sprintf("twin's NameConflict condition: %+v", c))
 		}
 	}
 	if len(list.Items) != len(kinds) {
-		t.Errorf("%d MemberClusters for %d member names", len(list.Items), len(kinds))
+		problems = append(problems, fmt.Sprintf("%d MemberClusters for %d member names", len(list.Items), len(kinds)))
 	}
-	twin := &v1alpha1.MemberCluster{}
-	if err := testFleet.Hub.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "twin"}, twin); err != nil {
-		t.Fatal(err)
-	}
-	if c := meta.FindStatusCondition(twin.Status.Conditions, v1alpha1.MemberNameConflict); c == nil || c.Status != metav1.ConditionTrue ||
-		!strings.Contains(c.Message, "ClusterProfile") {
-		t.Errorf("twin's NameConflict condition: %+v", c)
-	}
+	return problems
 }
 
 // servedAgain waits until every member of victims (name -> kind) is Ready
