@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -315,9 +317,28 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 }
 
 // wake reconciles the registrations that hold the named members, or all of
-// them.
+// them: those whose MemberCluster was last Ready first. The queue hands
+// workers out in the order registrations arrive, so when this replica takes
+// over a dead one's members, the ones that answered there are engaged
+// before those that hung there, each of which holds a worker until it is
+// cut short.
 func (p *Provider) wake(names ...string) {
-	for _, c := range p.registry.holders(names...) {
+	holders := p.registry.holders(names...)
+	ready := make(map[claim]bool, len(holders))
+	for _, c := range holders {
+		mc := &v1alpha1.MemberCluster{}
+		ready[c] = p.hub.Get(context.Background(), c.key, mc) == nil && meta.IsStatusConditionTrue(mc.Status.Conditions, v1alpha1.MemberReady)
+	}
+	slices.SortStableFunc(holders, func(a, b claim) int {
+		switch {
+		case ready[a] == ready[b]:
+			return 0
+		case ready[a]:
+			return -1
+		}
+		return 1
+	})
+	for _, c := range holders {
 		c.source.wakeUp(c.key)
 	}
 }
