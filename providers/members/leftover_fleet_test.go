@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -15,8 +16,8 @@ import (
 // A MemberCluster that another registration of the same name left behind
 // (on a sharded hub, a ClusterProfile that a replica served for a moment
 // before it saw the Secret that keeps the name) is taken over by the
-// registration that is served: it is owned by that one, and does not go
-// with the one that left it.
+// registration that is served: it is owned by that one, does not go with
+// the one that left it, and no longer shows what that one's member showed.
 func TestMemberClusterLeftByAnotherRegistrationIsOwnedByTheServedOne(t *testing.T) {
 	const name = "leftover"
 	ctx, hub := t.Context(), testFleet.Hub.Client
@@ -30,6 +31,14 @@ func TestMemberClusterLeftByAnotherRegistrationIsOwnedByTheServedOne(t *testing.
 		t.Fatal(err)
 	}
 	if err := hub.Create(ctx, left); err != nil {
+		t.Fatal(err)
+	}
+	// A status about the other registration's member, with a condition of
+	// a type the engine never writes: it survives any status write but a
+	// reset.
+	left.Status.Conditions = []metav1.Condition{{Type: "LeftBehind", Status: metav1.ConditionTrue, Reason: "OtherRegistration",
+		Message: "written for the registration that left this MemberCluster", LastTransitionTime: metav1.Now()}}
+	if err := hub.Status().Update(ctx, left); err != nil {
 		t.Fatal(err)
 	}
 
@@ -46,6 +55,9 @@ func TestMemberClusterLeftByAnotherRegistrationIsOwnedByTheServedOne(t *testing.
 	controller := metav1.GetControllerOf(mc)
 	if controller == nil || controller.Kind != "Secret" || controller.UID != secret.UID {
 		t.Errorf("MemberCluster %s is controlled by %+v, want its Secret (uid %s)", name, controller, secret.UID)
+	}
+	if c := meta.FindStatusCondition(mc.Status.Conditions, "LeftBehind"); c != nil {
+		t.Errorf("MemberCluster %s still shows the status left behind: %+v", name, c)
 	}
 	if len(mc.OwnerReferences) != 1 {
 		t.Errorf("MemberCluster %s has owners %+v, want its Secret alone", name, mc.OwnerReferences)

@@ -125,9 +125,10 @@ func (p *Provider) memberCluster(ctx context.Context, owner client.Object, creat
 
 // reown makes owner, the registration this replica serves the member for,
 // the controller of mc, which another registration of the same name left
-// behind (one of another source that lost the name, or a Secret deleted and
-// created again): otherwise the MemberCluster would go with that one. The
-// patch fails if mc changed since it was read.
+// behind (one of another source that lost the name or went, or a Secret
+// deleted and created again): otherwise the MemberCluster would go with
+// that one. Its status, which describes the other registration's member,
+// is cleared. The patch fails if mc changed since it was read.
 func (p *Provider) reown(ctx context.Context, owner client.Object, mc *v1alpha1.MemberCluster) (*v1alpha1.MemberCluster, error) {
 	patch := client.MergeFromWithOptions(mc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	mc.OwnerReferences = slices.DeleteFunc(mc.OwnerReferences, func(ref metav1.OwnerReference) bool {
@@ -138,6 +139,11 @@ func (p *Provider) reown(ctx context.Context, owner client.Object, mc *v1alpha1.
 	}
 	if err := p.hub.Patch(ctx, mc, patch); err != nil {
 		return nil, fmt.Errorf("own MemberCluster %s: %w", mc.Name, err)
+	}
+	statusPatch := client.MergeFrom(mc.DeepCopy())
+	mc.Status = v1alpha1.MemberClusterStatus{}
+	if err := p.hub.Status().Patch(ctx, mc, statusPatch); err != nil {
+		return nil, fmt.Errorf("clear the status of MemberCluster %s: %w", mc.Name, err)
 	}
 	return mc, nil
 }
