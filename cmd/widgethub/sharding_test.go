@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -46,6 +48,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The replicas log to their own files; this process logs only through
+	// envtest (installing CRDs), which is not read.
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(fleet.RunTests(m, fleet.Options{Members: []string{"east", "west"}, Scheme: clusters.NewScheme(), AuditMembers: true},
 		func(f *fleet.Fleet) (func() error, error) {
 			testFleet = f
