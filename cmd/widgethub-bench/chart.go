@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -136,4 +139,102 @@ func durationsText(ds []time.Duration) string {
 		text += formatDuration(d)
 	}
 	return text
+}
+
+// writeHeapChart draws each replica's heap in use at rest (after GC)
+// against the members it serves, with and without members, for every scale
+// run, and the line fitted through them all.
+func writeHeapChart(path string, runs []scaleRun) error {
+	p := plot.New()
+	p.Title.Text = "Heap in use per sharded replica at rest, against the members it serves"
+	p.X.Label.Text = "members served by the replica"
+	p.Y.Label.Text = "heap in use after GC (MiB)"
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	var all []point
+	var xys plotter.XYs
+	maxX := 1.0
+	for _, r := range runs {
+		for i, n := range r.owned {
+			for _, pt := range []point{{0, float64(r.heap0[i])}, {float64(n), float64(r.heap[i])}} {
+				all = append(all, pt)
+				xys = append(xys, plotter.XY{X: pt.x, Y: pt.y / (1 << 20)})
+				maxX = math.Max(maxX, pt.x)
+			}
+		}
+	}
+	style := implStyles[widgethub]
+	if err := addScatter(p, xys, style.color, style.shape, fmt.Sprintf("a replica, without members and at rest (%s)", runsText(runs))); err != nil {
+		return err
+	}
+	base, per := fitLine(all)
+	fit, err := plotter.NewLine(plotter.XYs{{X: 0, Y: base / (1 << 20)}, {X: maxX, Y: (base + per*maxX) / (1 << 20)}})
+	if err != nil {
+		return err
+	}
+	fit.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(fit)
+	p.Legend.Add(fmt.Sprintf("fitted: %s + %.0f KiB per member", mib(base), per/1024), fit)
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// writeTakeoverChart draws, for every scale run, how many of the killed
+// replica's members the others served again over the time since the kill,
+// with the moment the pinned member's Widget change was reconciled and the
+// lease duration after which the others may take over.
+func writeTakeoverChart(path string, runs []scaleRun, leaseDuration time.Duration) error {
+	p := plot.New()
+	p.Title.Text = "Take-over of a SIGKILLed replica's members"
+	p.X.Label.Text = "seconds since SIGKILL"
+	p.Y.Label.Text = "its members served again by the others"
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	maxY := 1.0
+	var reconciled plotter.XYs
+	for i, r := range runs {
+		var xys plotter.XYs
+		for _, s := range r.takeover.timeline {
+			xys = append(xys, plotter.XY{X: s.at.Seconds(), Y: float64(s.served)})
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return err
+		}
+		line.Color = plotutil.Color(i)
+		p.Add(line)
+		p.Legend.Add(fmt.Sprintf("%d members on %d replicas: %d of %s, all served after %s", r.members, r.replicas,
+			r.takeover.members, r.takeover.replica, formatDuration(r.takeover.allServed)), line)
+		maxY = math.Max(maxY, float64(r.takeover.members))
+		if r.takeover.reconciled > 0 {
+			reconciled = append(reconciled, plotter.XY{X: r.takeover.reconciled.Seconds(), Y: float64(r.takeover.members)})
+		}
+	}
+	style := implStyles[widgethub]
+	if err := addScatter(p, reconciled, style.color, draw.TriangleGlyph{}, "the pinned member's Widget change reconciled"); err != nil {
+		return err
+	}
+	lease, err := plotter.NewLine(plotter.XYs{{X: leaseDuration.Seconds(), Y: 0}, {X: leaseDuration.Seconds(), Y: maxY}})
+	if err != nil {
+		return err
+	}
+	lease.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(lease)
+	p.Legend.Add(fmt.Sprintf("lease duration, %s", formatDuration(leaseDuration)), lease)
+	p.Y.Max = maxY * 1.35 // room for the legend
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// runsText names the sizes of runs, for a legend.
+func runsText(runs []scaleRun) string {
+	var sizes []string
+	for _, r := range runs {
+		size := fmt.Sprintf("%d members on %d replicas", r.members, r.replicas)
+		if !slices.Contains(sizes, size) {
+			sizes = append(sizes, size)
+		}
+	}
+	return strings.Join(sizes, "; ")
 }

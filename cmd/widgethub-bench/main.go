@@ -36,6 +36,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -69,13 +70,13 @@ type sizes struct {
 	// shardMembers registrations over shardServers API servers holding
 	// shardWidgets Widgets each, served by 1 and by shardReplicas replicas.
 	shardMembers, shardServers, shardWidgets, shardReplicas int
-	// scaleMembers registrations, each measured on its own, over
-	// scaleServers API servers holding scaleWidgets Widgets each, served by
-	// one manager; probeFreshAfter is how long after the engagement the
-	// oldest lastProbeTime is read (zero: not read).
-	scaleMembers               []int
-	scaleServers, scaleWidgets int
-	probeFreshAfter            time.Duration
+	// scaleMembers registrations, each size measured on its own, served by
+	// scaleReplicas sharded replicas: all but one over scaleServers API
+	// servers holding scaleWidgets Widgets each; the hub's writes are
+	// counted, and the probe times read, until restFor after all engaged.
+	scaleMembers                              []int
+	scaleServers, scaleWidgets, scaleReplicas int
+	restFor                                   time.Duration
 	// window bounds every widgethub measurement (exceeding it fails the run);
 	// peerWindow bounds the peer's flood and convergence, which it does not
 	// finish in useful time with client-go's default 5 QPS.
@@ -98,7 +99,7 @@ func fullSizes() sizes {
 		idleMembers: 20, idleServers: 4, idleWidgets: 100,
 		convergeMembers: 10, convergeWidgets: 1000, convergeOneWidgets: 5000,
 		shardMembers: 100, shardServers: 4, shardWidgets: 20, shardReplicas: 3,
-		scaleMembers: []int{100, 300}, scaleServers: 4, scaleWidgets: 20, probeFreshAfter: 75 * time.Second,
+		scaleMembers: []int{1000}, scaleServers: 4, scaleWidgets: 20, scaleReplicas: 5, restFor: 75 * time.Second,
 		window: 10 * time.Minute, peerWindow: 90 * time.Second,
 		settle: 5 * time.Second, maxQuiesce: 90 * time.Second,
 		reps: 3,
@@ -114,7 +115,7 @@ func quickSizes() sizes {
 	s.idleMembers, s.idleServers = 6, 2
 	s.convergeMembers, s.convergeWidgets, s.convergeOneWidgets = 3, 200, 600
 	s.shardMembers, s.shardServers = 12, 2
-	s.scaleMembers, s.scaleServers, s.probeFreshAfter = []int{10, 30}, 2, 0
+	s.scaleMembers, s.scaleServers, s.scaleReplicas, s.restFor = []int{100}, 2, 3, 15*time.Second
 	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
 	s.settle, s.maxQuiesce = 2*time.Second, 20*time.Second
 	s.reps = 1
@@ -142,6 +143,9 @@ func main() {
 		shardMembers    = flag.Int("shard-members", 0, "registrations of the sharding measurement (default 100, quick 12)")
 		replicaID       = flag.String("replica-id", "", "internal: run -manager widgethub sharded, as this replica")
 		chart           = flag.String("chart", "", "where to draw the quiet member's change latency during the floods, .svg or .png (default: fairness.svg beside the manager logs)")
+		scaleMembers    = flag.String("scale-members", "", "comma-separated sizes of the scale measurement, each measured on its own (default 1000, quick 100)")
+		scaleReplicas   = flag.Int("scale-replicas", 0, "sharded replicas of the scale measurement (default 5, quick 3)")
+		chartDir        = flag.String("chart-dir", "", "where to draw the scale charts, heap per replica against members served and the take-over timeline (default: beside the manager logs)")
 	)
 	opts := app.DefaultOptions()
 	opts.LeaderElection = false // one manager in-process: no standby to hand over to
@@ -173,6 +177,14 @@ func main() {
 	setIf(&s.peerWindow, *peerWindow)
 	setIf(&s.shardMembers, *shardMembers)
 	setIf(&s.reps, *reps)
+	setIf(&s.scaleReplicas, *scaleReplicas)
+	if *scaleMembers != "" {
+		var err error
+		if s.scaleMembers, err = parseSizes(*scaleMembers); err != nil {
+			fmt.Fprintln(os.Stderr, "-scale-members:", err)
+			os.Exit(2)
+		}
+	}
 	managerArgs := []string{
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
 		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
@@ -183,12 +195,26 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile, chartPath: *chart}
+	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile,
+		chartPath: *chart, chartDir: *chartDir}
 	err := b.run(ctx, strings.Split(*only, ","))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// parseSizes parses comma-separated positive sizes.
+func parseSizes(text string) ([]int, error) {
+	var sizes []int
+	for field := range strings.SplitSeq(text, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive size", field)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
 }
 
 func setIf[T comparable](dst *T, v T) {
@@ -205,8 +231,9 @@ type benchmark struct {
 	managerArgs []string
 	opts        app.Options
 	profileDir  string
-	// chartPath is where the fairness chart is drawn; empty: beside the logs.
-	chartPath string
+	// chartPath is where the fairness chart is drawn, chartDir the scale
+	// charts; empty: beside the logs.
+	chartPath, chartDir string
 
 	fleet         *fleet.Fleet
 	hub           client.Client
@@ -221,9 +248,11 @@ type benchmark struct {
 	// ceiling is the API server's merge-patches/s with 1 and with writers writers.
 	ceiling [][2]float64
 	// scaleUsers and scaleKubeconfigs are the scale scenario's registrations,
-	// made once for every repetition.
+	// made once for every repetition, the pinned one first; scaleRuns are
+	// its measurements, for the charts.
 	scaleUsers       []string
 	scaleKubeconfigs [][]byte
+	scaleRuns        []scaleRun
 	// traces are the quiet member's changes during every flood, for the chart.
 	traces []floodTrace
 }
@@ -251,7 +280,9 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	// Two members to begin with; scenarios that need more start them, so
 	// that no idle API server takes CPU from the scenarios before them.
 	logf("starting a hub and 2 member API servers")
-	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: clusters.NewScheme()})
+	// The scale scenario counts the hub's writes by kind from its audit log.
+	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: clusters.NewScheme(),
+		AuditHub: slices.Contains(only, "scale")})
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,7 @@ var implTitles = map[string]string{
 //	ready             (sent once the hub's Secret informer has synced)
 //	heap              -> heap <HeapInuse bytes>   (after two GCs)
 //	engaged NAME...   -> engaged <how many of NAMEs the manager can get>
+//	which NAME...     -> which <those of NAMEs the manager can get>
 //
 // Closing stdin stops the manager.
 
@@ -115,6 +116,7 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 	fmt.Println("ready")
 
 	lines := bufio.NewScanner(os.Stdin)
+	lines.Buffer(make([]byte, 0, 64<<10), 4<<20) // a fleet's names on one line
 	for lines.Scan() {
 		fields := strings.Fields(lines.Text())
 		if len(fields) == 0 {
@@ -131,14 +133,18 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 				continue
 			}
 			fmt.Println("heap", ms.HeapInuse)
-		case "engaged":
-			n := 0
+		case "engaged", "which":
+			var got []string
 			for _, name := range fields[1:] {
 				if _, err := mgr.GetCluster(ctx, multicluster.ClusterName(name)); err == nil {
-					n++
+					got = append(got, name)
 				}
 			}
-			fmt.Println("engaged", n)
+			if fields[0] == "engaged" {
+				fmt.Println("engaged", len(got))
+			} else {
+				fmt.Println(strings.Join(append([]string{"which"}, got...), " "))
+			}
 		default:
 			fmt.Println("error unknown command", fields[0])
 		}
@@ -218,6 +224,8 @@ type managerProcess struct {
 	lines   chan string
 	exited  chan struct{}
 	waitErr error
+	// killed: the bench killed it, so that it exits with an error is expected.
+	killed bool
 }
 
 // startManager starts impl as a subprocess of this program; its log goes to logPath.
@@ -246,6 +254,7 @@ func startManager(impl, logPath string, args []string) (*managerProcess, error) 
 	p := &managerProcess{impl: impl, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20) // answers of which
 		for sc.Scan() {
 			p.lines <- sc.Text()
 		}
@@ -323,6 +332,35 @@ func (p *managerProcess) engaged(ctx context.Context, names []string) (int, erro
 	return int(n), err
 }
 
+// which are those of names the manager has engaged.
+func (p *managerProcess) which(ctx context.Context, names []string) ([]string, error) {
+	if _, err := fmt.Fprintln(p.stdin, "which "+strings.Join(names, " ")); err != nil {
+		return nil, fmt.Errorf("ask %s manager: %w", p.impl, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	line, err := p.next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fields := strings.Fields(line)
+	if len(fields) == 0 || fields[0] != "which" {
+		return nil, fmt.Errorf("%s manager answered %q to which", p.impl, line)
+	}
+	return fields[1:], nil
+}
+
+// kill kills the manager with SIGKILL, as a node failure would, and waits
+// for it to exit.
+func (p *managerProcess) kill() error {
+	p.killed = true
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill %s manager: %w", p.impl, err)
+	}
+	<-p.exited
+	return nil
+}
+
 // rss is the manager process's resident set size in bytes.
 func (p *managerProcess) rss() (int64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
@@ -347,6 +385,10 @@ func (p *managerProcess) cpu() (time.Duration, error) {
 // stop stops the manager and waits for it to exit, killing it after a minute.
 func (p *managerProcess) stop() error {
 	_ = p.stdin.Close()
+	if p.killed {
+		<-p.exited
+		return nil
+	}
 	select {
 	case <-p.exited:
 	case <-time.After(time.Minute):

@@ -44,7 +44,7 @@ func (b *benchmark) shards(ctx context.Context, impls []string) error {
 	}
 	var res [2]shardResult
 	for i, replicas := range []int{1, b.shardReplicas} {
-		if res[i], err = b.serve(ctx, replicas, names, kubeconfigs, 0); err != nil {
+		if res[i], err = b.serve(ctx, replicas, names, kubeconfigs); err != nil {
 			return err
 		}
 		logf("sharding, %d replicas: %s", replicas, res[i])
@@ -56,13 +56,9 @@ func (b *benchmark) shards(ctx context.Context, impls []string) error {
 
 // shardResult is one measurement of serve.
 type shardResult struct {
-	// replicas is the number of sharded replicas, zero for one manager
-	// without sharding.
+	// replicas is the number of sharded replicas.
 	replicas int
 	engaged  time.Duration
-	// oldestProbe is the age of the oldest lastProbeTime of the members,
-	// read a while after they were engaged (zero: not read).
-	oldestProbe time.Duration
 	// heap, heap0, rss and rss0 are each replica's heap in use and RSS with
 	// and without members, in bytes.
 	heap, heap0, rss, rss0 []int64
@@ -77,56 +73,28 @@ func (r shardResult) String() string {
 		each = append(each, fmt.Sprintf("%d members %s heap (%s for members) %s RSS", r.owned[i],
 			mib(float64(r.heap[i])), mib(float64(r.heap[i]-r.heap0[i])), mib(float64(r.rss[i]))))
 	}
-	served := fmt.Sprintf("%d replica(s)", r.replicas)
-	if r.replicas == 0 {
-		served = "one manager"
-	}
-	return fmt.Sprintf("%s: all engaged %s after the Secrets; %s", served, formatDuration(r.engaged), strings.Join(each, ", "))
+	return fmt.Sprintf("%d replica(s): all engaged %s after the Secrets; %s", r.replicas, formatDuration(r.engaged), strings.Join(each, ", "))
 }
 
-// serve registers names with kubeconfigs for widgethub's manager, as
-// replicas sharded processes or, with replicas zero, as one process without
-// sharding, and measures the time until all are engaged, then each process's
-// heap and RSS once idle, and, with probeAfter set, the age of the oldest
-// lastProbeTime probeAfter after the engagement.
-func (b *benchmark) serve(ctx context.Context, replicas int, names []string, kubeconfigs [][]byte, probeAfter time.Duration) (res shardResult, err error) {
+// serve registers names with kubeconfigs for widgethub's manager as
+// replicas sharded processes, and measures the time until all are engaged,
+// then each process's heap and RSS once idle.
+func (b *benchmark) serve(ctx context.Context, replicas int, names []string, kubeconfigs [][]byte) (res shardResult, err error) {
 	res.replicas = replicas
-	scenario, logPrefix := fmt.Sprintf("sharding, %d replicas", replicas), fmt.Sprintf("sharding-%d", replicas)
-	if replicas == 0 {
-		scenario, logPrefix = fmt.Sprintf("scale, %d members", len(names)), fmt.Sprintf("scale-%d", len(names))
-	}
-	var procs []*managerProcess
+	scenario := fmt.Sprintf("sharding, %d replicas", replicas)
+	procs, err := b.startReplicas(ctx, replicas, fmt.Sprintf("sharding-%d", replicas))
 	defer func() {
 		for _, p := range procs {
 			b.stop(p, scenario)
 		}
 		err = errors.Join(err, b.unregisterAll(ctx))
 	}()
-	for i := range max(replicas, 1) {
-		args := append([]string{"-hub-kubeconfig", b.hubKubeconfig}, b.managerArgs...)
-		id := "unsharded"
-		if replicas > 0 {
-			id = fmt.Sprintf("replica-%d", i+1)
-			args = append(args, "-replica-id", id)
-		}
-		p, err := startManager(widgethub, fmt.Sprintf("%s/%s-%s.log", b.logDir, logPrefix, id), args)
-		if err != nil {
-			return res, err
-		}
-		procs = append(procs, p)
-	}
-	for _, p := range procs {
-		if err := p.waitReady(ctx); err != nil {
-			return res, err
-		}
+	if err != nil {
+		return res, err
 	}
 	time.Sleep(b.settle)
-	for _, p := range procs {
-		h, rss, err := p.memory(ctx)
-		if err != nil {
-			return res, err
-		}
-		res.heap0, res.rss0 = append(res.heap0, h), append(res.rss0, rss)
+	if res.heap0, res.rss0, err = memories(ctx, procs); err != nil {
+		return res, err
 	}
 	start := time.Now()
 	for i, name := range names {
@@ -134,44 +102,79 @@ func (b *benchmark) serve(ctx context.Context, replicas int, names []string, kub
 			return res, err
 		}
 	}
-	deadline := start.Add(b.window)
-	for {
-		total := 0
-		res.owned = res.owned[:0]
-		for _, p := range procs {
-			n, err := p.engaged(ctx, names)
-			if err != nil {
-				return res, err
-			}
-			res.owned = append(res.owned, n)
-			total += n
-		}
-		if total == len(names) {
-			break
-		}
-		if total > len(names) {
-			return res, fmt.Errorf("%d replicas engaged %d of %d members: some twice", replicas, total, len(names))
-		}
-		if time.Now().After(deadline) {
-			return res, fmt.Errorf("%s: engaged %d of %d members within %s", scenario, total, len(names), b.window)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if res.owned, err = b.waitAllEngaged(ctx, procs, names, start, scenario); err != nil {
+		return res, err
 	}
 	res.engaged = time.Since(start)
 	time.Sleep(b.settle)
-	if probeAfter > 0 {
-		time.Sleep(time.Until(start.Add(res.engaged + probeAfter)))
-		if res.oldestProbe, err = b.oldestProbe(ctx, names); err != nil {
-			return res, err
-		}
+	if res.heap, res.rss, err = memories(ctx, procs); err != nil {
+		return res, err
 	}
-	for i, p := range procs {
-		h, rss, err := p.memory(ctx)
-		if err != nil {
-			return res, err
-		}
-		res.heap, res.rss = append(res.heap, h), append(res.rss, rss)
-		res.maxMemberHeap = max(res.maxMemberHeap, float64(h-res.heap0[i]))
+	for i := range procs {
+		res.maxMemberHeap = max(res.maxMemberHeap, float64(res.heap[i]-res.heap0[i]))
 	}
 	return res, nil
+}
+
+// startReplicas starts replicas sharded widgethub processes, replica-1 to
+// replica-N, their logs named after logPrefix, and waits until they are
+// ready. On error it returns those that started, for the caller to stop.
+func (b *benchmark) startReplicas(ctx context.Context, replicas int, logPrefix string) ([]*managerProcess, error) {
+	var procs []*managerProcess
+	for i := range replicas {
+		id := replicaName(i)
+		args := append([]string{"-hub-kubeconfig", b.hubKubeconfig, "-replica-id", id}, b.managerArgs...)
+		p, err := startManager(widgethub, fmt.Sprintf("%s/%s-%s.log", b.logDir, logPrefix, id), args)
+		if err != nil {
+			return procs, err
+		}
+		procs = append(procs, p)
+	}
+	for _, p := range procs {
+		if err := p.waitReady(ctx); err != nil {
+			return procs, err
+		}
+	}
+	return procs, nil
+}
+
+func replicaName(i int) string { return fmt.Sprintf("replica-%d", i+1) }
+
+// waitAllEngaged waits, until b.window after start, for every one of names
+// to be engaged by exactly one of procs, and returns how many each engaged.
+func (b *benchmark) waitAllEngaged(ctx context.Context, procs []*managerProcess, names []string, start time.Time, scenario string) ([]int, error) {
+	deadline := start.Add(b.window)
+	for {
+		total := 0
+		owned := make([]int, 0, len(procs))
+		for _, p := range procs {
+			n, err := p.engaged(ctx, names)
+			if err != nil {
+				return nil, err
+			}
+			owned = append(owned, n)
+			total += n
+		}
+		switch {
+		case total == len(names):
+			return owned, nil
+		case total > len(names):
+			return nil, fmt.Errorf("%s: %d replicas engaged %d of %d members: some twice", scenario, len(procs), total, len(names))
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("%s: engaged %d of %d members within %s", scenario, total, len(names), b.window)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// memories are the heap in use (after GC) and the RSS of each of procs.
+func memories(ctx context.Context, procs []*managerProcess) (heap, rss []int64, err error) {
+	for _, p := range procs {
+		h, r, err := p.memory(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		heap, rss = append(heap, h), append(rss, r)
+	}
+	return heap, rss, nil
 }

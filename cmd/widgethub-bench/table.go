@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/widgethub/widgethub/providers/sharding"
 )
 
 // The rows of the table, in order.
@@ -28,6 +31,8 @@ const (
 	rowConvergeOne
 	rowShardEngage
 	rowScale
+	rowScaleRest
+	rowScaleTakeover
 	rowCount
 )
 
@@ -112,8 +117,11 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowConvergeOne:     fmt.Sprintf("cold start: 1 member x %d Widgets (no spread over co-located API servers), manager start -> all reconciled", b.convergeOneWidgets),
 		rowShardEngage: fmt.Sprintf("sharding: %d registrations (%d API servers, %d Widgets each) on 1 replica, then on %d replicas: Secrets created -> all engaged; heap and RSS per replica once idle",
 			b.shardMembers, b.shardServers, b.shardWidgets, b.shardReplicas),
-		rowScale: fmt.Sprintf("scale, one manager: %v registrations (%d API servers, %d Widgets each): Secrets created -> all engaged; heap and RSS once idle; the oldest lastProbeTime; cost per member fitted",
-			b.scaleMembers, b.scaleServers, b.scaleWidgets),
+		rowScale: fmt.Sprintf("scale: %v registrations, each its own user (%d API servers, %d Widgets each), on %d sharded replicas: Secrets created -> all engaged; heap and RSS per replica at rest",
+			b.scaleMembers, b.scaleServers, b.scaleWidgets, b.scaleReplicas),
+		rowScaleRest: fmt.Sprintf("scale at rest: the replicas' hub writes/s by kind (from %s to %s after all engaged); the oldest MemberCluster lastProbeTime",
+			formatDuration(b.settle), formatDuration(b.restFor)),
+		rowScaleTakeover: "scale: SIGKILL of one replica -> its members served again by the others; a Widget change of its pinned member, made right after the kill, reconciled",
 	}
 }
 
@@ -143,6 +151,8 @@ var targets = [rowCount]string{
 	rowConverge:        "<= peer-tuned's",
 	rowConvergeOne:     "<= peer-tuned's",
 	rowShardEngage:     "members' heap per replica <= 1.5/N of one replica's",
+	rowScaleRest:       "oldest lastProbeTime <= probe refresh + probe interval",
+	rowScaleTakeover:   "all served again and the change reconciled",
 }
 
 // print writes the table as Markdown, with the run's conditions above it
@@ -169,6 +179,16 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 			fmt.Fprintf(w, "Chart: %v\n", err)
 		} else {
 			fmt.Fprintf(w, "Chart of the quiet member's change latency during the floods: %s\n", path)
+		}
+	}
+	if len(b.scaleRuns) > 0 {
+		dir := cmp.Or(b.chartDir, b.logDir)
+		heap, takeover := filepath.Join(dir, "scale-heap.svg"), filepath.Join(dir, "scale-takeover.svg")
+		err := errors.Join(writeHeapChart(heap, b.scaleRuns), writeTakeoverChart(takeover, b.scaleRuns, sharding.DefaultLeaseDuration))
+		if err != nil {
+			fmt.Fprintf(w, "Scale charts: %v\n", err)
+		} else {
+			fmt.Fprintf(w, "Charts of the heap per replica and of the take-over: %s, %s\n", heap, takeover)
 		}
 	}
 }

@@ -86,7 +86,7 @@ type auditEvent struct {
 }
 
 // Writes reads the writes this control plane has completed so far; it
-// needs Options.AuditMembers.
+// needs Options.AuditMembers (Options.AuditHub for the hub).
 func (cp *ControlPlane) Writes() ([]Write, error) {
 	return cp.requests(func(verb string) bool { return writeVerbs[verb] })
 }

@@ -64,6 +64,8 @@ type Options struct {
 	// the writes, lists and watches it serves (see ControlPlane.Writes and
 	// ControlPlane.Reads).
 	AuditMembers bool
+	// AuditHub does the same for the hub's API server.
+	AuditHub bool
 }
 
 // CRDPaths is config/crd/bases of this repository.
@@ -87,7 +89,7 @@ func Start(opts Options) (*Fleet, error) {
 	if opts.MemberCRDs == nil {
 		opts.MemberCRDs = CRDPaths()
 	}
-	f := &Fleet{Hub: &ControlPlane{Name: "hub"}, scheme: opts.Scheme, memberCRDs: opts.MemberCRDs}
+	f := &Fleet{Hub: &ControlPlane{Name: "hub", audit: opts.AuditHub}, scheme: opts.Scheme, memberCRDs: opts.MemberCRDs}
 	planes := []*ControlPlane{f.Hub}
 	crds := [][]string{opts.HubCRDs}
 	for _, name := range opts.Members {
