@@ -245,7 +245,7 @@ func (p *Provider) setUp(local ctrl.Manager) error {
 		return err
 	}
 	p.ownership = &sharded{shards: shards, leases: local.GetCache(), scheme: p.hub.Scheme(), list: p.listRegistrations,
-		drain: p.opts.DrainTimeout, log: p.log}
+		live: shards.Live, drain: p.opts.DrainTimeout, log: p.log}
 	p.registry.served = p.ownership.served
 	return nil
 }

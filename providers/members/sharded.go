@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -34,6 +35,8 @@ type sharded struct {
 	// list is every registration of every source, each name once (the
 	// registration that keeps a name two sources claim).
 	list func(ctx context.Context) ([]Registration, error)
+	// live is the live replicas (the Shards' Live).
+	live func() []string
 	// drain bounds the drain of a member handed over.
 	drain time.Duration
 	log   logr.Logger
@@ -47,10 +50,26 @@ type sharded struct {
 	stopBeat context.CancelFunc
 	beating  chan struct{}
 
+	// ctx bounds the assignments computed after a reconcile asked.
+	ctx context.Context
+
 	mu sync.Mutex
-	// assigned is the last assignment of members to replicas.
-	assigned *assignment
+	// assigned is the last assignment of members to replicas, computed at
+	// assignedAt.
+	assigned   *assignment
+	assignedAt time.Time
+	// pending are the members asked about too soon after the last
+	// assignment: the next one, due is set, decides them and wakes them.
+	pending map[string]bool
+	due     bool
 }
+
+// assignEvery bounds how often a replica computes the assignment, which
+// lists every registration: each new name would otherwise compute it
+// afresh, so that N registrations created at once took N computations of N
+// members each (O(N²)). Within a burst the names the assignment does not
+// know wait for the next computation, which decides all of them at once.
+const assignEvery = 100 * time.Millisecond
 
 var _ ownership = (*sharded)(nil)
 
@@ -65,7 +84,7 @@ type assignment struct {
 }
 
 func (s *sharded) start(ctx context.Context, wake func(names ...string)) error {
-	s.wake, s.kick = wake, make(chan struct{}, 1)
+	s.ctx, s.wake, s.kick = ctx, wake, make(chan struct{}, 1)
 	informer, err := s.leases.GetInformer(ctx, &coordinationv1.Lease{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("watch the sharding Leases: %w", err)
@@ -246,10 +265,13 @@ func (s *sharded) served(n int) {
 
 // owner is the replica that serves the member called name, registered by
 // reg (nil: the registration is gone). The assignment is computed again when
-// the live replicas or the registrations changed since the last one; the
-// members it moves are woken, so that they are handed over.
+// the live replicas or the registrations changed since the last one, at most
+// every assignEvery: asked sooner, owner answers from the last assignment
+// (no replica for a name it does not know) and leaves name to the next
+// computation, which wakes it. Every computation wakes the members it moves,
+// so that they are handed over.
 func (s *sharded) owner(ctx context.Context, name string, reg *Registration) (string, error) {
-	live := s.shards.Live()
+	live := s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.assigned
@@ -262,17 +284,67 @@ func (s *sharded) owner(ctx context.Context, name string, reg *Registration) (st
 			return a.owners[name], nil
 		}
 	}
+	if wait := time.Until(s.assignedAt.Add(assignEvery)); a != nil && wait > 0 {
+		s.deferLocked(name, wait)
+		return a.ownerOf(name), nil
+	}
+	next, err := s.assignLocked(ctx, live, name, reg)
+	if err != nil {
+		return "", err
+	}
+	if !registered {
+		return a.ownerOf(name), nil // who served it, for the MemberCluster
+	}
+	return next.owners[name], nil
+}
+
+// deferLocked leaves name to the assignment due after wait.
+func (s *sharded) deferLocked(name string, wait time.Duration) {
+	if s.pending == nil {
+		s.pending = map[string]bool{}
+	}
+	s.pending[name] = true
+	if !s.due {
+		s.due = true
+		time.AfterFunc(wait, s.assignPending)
+	}
+}
+
+// assignPending computes the assignment the members asked about in a burst
+// wait for, unless one was computed since.
+func (s *sharded) assignPending() {
+	live := s.live()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.due = false
+	if len(s.pending) == 0 || s.ctx.Err() != nil {
+		return
+	}
+	if _, err := s.assignLocked(s.ctx, live, "", nil); err != nil {
+		s.log.Error(err, "Could not share the members among replicas; trying again", "waiting", len(s.pending))
+		s.due = true
+		time.AfterFunc(assignEvery, s.assignPending)
+	}
+}
+
+// assignLocked computes the assignment afresh from the registrations and
+// live, with name registered by reg (or gone) whatever the cache says, and
+// wakes the members it moved and those that waited for it, but name.
+func (s *sharded) assignLocked(ctx context.Context, live []string, name string, reg *Registration) (*assignment, error) {
 	list, err := s.list(ctx)
 	if err != nil {
-		return "", fmt.Errorf("list the registrations to share them among replicas: %w", err)
+		return nil, fmt.Errorf("list the registrations to share them among replicas: %w", err)
 	}
+	a := s.assigned
 	next := &assignment{live: live, pins: map[string]string{}}
 	for _, r := range list {
 		next.pins[r.Owner.GetName()] = r.Pin
 	}
-	if registered {
-		next.pins[name] = pin // the cache may be a moment behind this reconcile
-	} else {
+	switch {
+	case name == "":
+	case reg != nil:
+		next.pins[name] = reg.Pin // the cache may be a moment behind this reconcile
+	default:
 		delete(next.pins, name)
 	}
 	regs := make([]sharding.Registration, 0, len(next.pins))
@@ -280,22 +352,24 @@ func (s *sharded) owner(ctx context.Context, name string, reg *Registration) (st
 		regs = append(regs, sharding.Registration{Member: member, Pin: pin})
 	}
 	next.owners, next.unpinned = s.shards.Assign(regs, live)
-	s.assigned = next
+	s.assigned, s.assignedAt = next, time.Now()
+	woken := s.pending
+	s.pending = nil
 	if a != nil {
-		var moved []string
 		for member, owner := range next.owners {
-			if was, ok := a.owners[member]; ok && was != owner && member != name {
-				moved = append(moved, member)
+			if was, ok := a.owners[member]; ok && was != owner {
+				if woken == nil {
+					woken = map[string]bool{}
+				}
+				woken[member] = true
 			}
 		}
-		if len(moved) > 0 {
-			go s.wake(moved...)
-		}
 	}
-	if !registered {
-		return a.ownerOf(name), nil // who served it, for the MemberCluster
+	delete(woken, name)
+	if len(woken) > 0 {
+		go s.wake(slices.Collect(maps.Keys(woken))...)
 	}
-	return next.owners[name], nil
+	return next, nil
 }
 
 func (a *assignment) ownerOf(member string) string {
