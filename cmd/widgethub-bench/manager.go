@@ -226,6 +226,8 @@ type managerProcess struct {
 	waitErr error
 	// killed: the bench killed it, so that it exits with an error is expected.
 	killed bool
+	// logPath is where its log goes.
+	logPath string
 }
 
 // startManager starts impl as a subprocess of this program; its log goes to logPath.
@@ -251,7 +253,7 @@ func startManager(impl, logPath string, args []string) (*managerProcess, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s manager: %w", impl, err)
 	}
-	p := &managerProcess{impl: impl, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{})}
+	p := &managerProcess{impl: impl, cmd: cmd, stdin: stdin, lines: make(chan string, 16), exited: make(chan struct{}), logPath: logPath}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 0, 64<<10), 4<<20) // answers of which
@@ -359,6 +361,15 @@ func (p *managerProcess) kill() error {
 	}
 	<-p.exited
 	return nil
+}
+
+// logged counts the lines of the manager's log so far that contain text.
+func (p *managerProcess) logged(text string) (int, error) {
+	raw, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(string(raw), text), nil
 }
 
 // rss is the manager process's resident set size in bytes.

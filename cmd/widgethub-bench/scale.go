@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
+	"github.com/widgethub/widgethub/providers/members"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
@@ -73,13 +75,15 @@ func (b *benchmark) scale(ctx context.Context, impls []string) error {
 		b.scaleRuns = append(b.scaleRuns, run)
 		b.table.add(rowScale, widgethub, run.engagedText(), durationKey(run.engaged), true)
 		b.table.add(rowScaleRest, widgethub, run.restText(), rateKey(run.writesPerSecond()),
-			run.oldestProbe <= b.opts.ProbeRefresh+b.opts.ProbeInterval)
+			run.oldestProbe <= cmp.Or(b.opts.ProbeRefresh, members.DefaultProbeRefresh)+b.opts.ProbeInterval)
 		b.table.add(rowScaleTakeover, widgethub, run.takeover.String(), durationKey(run.takeover.allServed), run.takeover.allServed > 0 && run.takeover.reconciled > 0)
 	}
 	return nil
 }
 
 const (
+	// handedOver is what a replica logs for each member it hands over.
+	handedOver     = `"msg":"Handed the member over"`
 	scaleNamespace = "scale"
 	// takeoverWidget is the Widget of the pinned member's API server.
 	takeoverWidget = "takeover"
@@ -89,6 +93,12 @@ const (
 type scaleRun struct {
 	shardResult
 	members int
+	// created is how long creating the Secrets took.
+	created time.Duration
+	// handOvers counts the members the replicas handed over to one another
+	// until all were engaged (as they saw registrations arrive at different
+	// moments, and the fair share grow).
+	handOvers int
 	// load is the load average when the Secrets were created and at the
 	// end of the rest.
 	load [2]string
@@ -102,8 +112,8 @@ type scaleRun struct {
 
 func (r scaleRun) engagedText() string {
 	heapBase, heapPer, rssBase, rssPer := r.perMember()
-	return fmt.Sprintf("%d members: %s; fitted over the replicas: heap %s + %.0f KiB, RSS %s + %.0f KiB per member served; load average %s, then %s",
-		r.members, r.shardResult, mib(heapBase), heapPer/1024, mib(rssBase), rssPer/1024, r.load[0], r.load[1])
+	return fmt.Sprintf("%d members: %s (created in %s; %d hand-overs meanwhile); fitted over the replicas: heap %s + %.0f KiB, RSS %s + %.0f KiB per member served; load average %s, then %s",
+		r.members, r.shardResult, formatDuration(r.created), r.handOvers, mib(heapBase), heapPer/1024, mib(rssBase), rssPer/1024, r.load[0], r.load[1])
 }
 
 // perMember fits each replica's heap and RSS, with and without members,
@@ -202,11 +212,19 @@ func (b *benchmark) scaleOnce(ctx context.Context, n int, alone member) (run sca
 			return run, err
 		}
 	}
+	run.created = time.Since(start)
 	if run.owned, err = b.waitAllEngaged(ctx, procs, names, start, scenario); err != nil {
 		return run, err
 	}
 	engagedAt := time.Now()
 	run.engaged = engagedAt.Sub(start)
+	for _, p := range procs {
+		n, err := p.logged(handedOver)
+		if err != nil {
+			return run, err
+		}
+		run.handOvers += n
+	}
 	logf("%s: all engaged in %s (%v)", scenario, formatDuration(run.engaged), run.owned)
 
 	// At rest: the hub's writes after a settling pause, until a probe
