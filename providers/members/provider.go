@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -323,22 +322,16 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 // before those that hung there, each of which holds a worker until it is
 // cut short.
 func (p *Provider) wake(names ...string) {
-	holders := p.registry.holders(names...)
-	ready := make(map[claim]bool, len(holders))
-	for _, c := range holders {
+	var rest []claim
+	for _, c := range p.registry.holders(names...) {
 		mc := &v1alpha1.MemberCluster{}
-		ready[c] = p.hub.Get(context.Background(), c.key, mc) == nil && meta.IsStatusConditionTrue(mc.Status.Conditions, v1alpha1.MemberReady)
-	}
-	slices.SortStableFunc(holders, func(a, b claim) int {
-		switch {
-		case ready[a] == ready[b]:
-			return 0
-		case ready[a]:
-			return -1
+		if p.hub.Get(context.Background(), c.key, mc) == nil && meta.IsStatusConditionTrue(mc.Status.Conditions, v1alpha1.MemberReady) {
+			c.source.wakeUp(c.key)
+		} else {
+			rest = append(rest, c)
 		}
-		return 1
-	})
-	for _, c := range holders {
+	}
+	for _, c := range rest {
 		c.source.wakeUp(c.key)
 	}
 }
