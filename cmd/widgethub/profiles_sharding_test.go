@@ -4,6 +4,7 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -160,42 +161,35 @@ func countKind(members map[string]string, kind string) int {
 // may be a moment after the members settled.
 func checkOwners(t *testing.T, ns string, kinds map[string]string) {
 	t.Helper()
-	var problems []string
-	for deadline := time.Now().Add(hubtest.Within); ; time.Sleep(hubtest.Poll) {
-		problems = ownerProblems(t, ns, kinds)
-		if len(problems) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	for _, p := range problems {
-		t.Errorf("after %s: %s", hubtest.Within, p)
-	}
+	waitFor(t, hubtest.Within, "every MemberCluster owned by its registration, the twin's showing the conflict", func(ctx context.Context) error {
+		return ownerProblems(ctx, ns, kinds)
+	})
 }
 
 // ownerProblems is what differs from the owners and conflict checkOwners waits for.
-func ownerProblems(t *testing.T, ns string, kinds map[string]string) []string {
-	var problems []string
+func ownerProblems(ctx context.Context, ns string, kinds map[string]string) error {
+	var problems []error
 	list := &v1alpha1.MemberClusterList{}
-	if err := testFleet.Hub.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
-		return []string{err.Error()}
+	if err := testFleet.Hub.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return err
 	}
 	for _, mc := range list.Items {
 		owner := metav1.GetControllerOf(&mc)
 		if owner == nil || owner.Kind != kinds[mc.Name] {
-			problems = append(problems, fmt.Sprintf("MemberCluster %s is owned by %v, want its %s", mc.Name, owner, kinds[mc.Name]))
+			problems = append(problems, fmt.Errorf("MemberCluster %s is owned by %v, want its %s", mc.Name, owner, kinds[mc.Name]))
 		}
 		if mc.Name != "twin" {
 			continue
 		}
 		if c := meta.FindStatusCondition(mc.Status.Conditions, v1alpha1.MemberNameConflict); c == nil || c.Status != metav1.ConditionTrue ||
 			!strings.Contains(c.Message, "ClusterProfile") {
-			problems = append(problems, fmt.Sprintf("twin's NameConflict condition: %+v", c))
+			problems = append(problems, fmt.Errorf("twin's NameConflict condition: %+v", c))
 		}
 	}
 	if len(list.Items) != len(kinds) {
-		problems = append(problems, fmt.Sprintf("%d MemberClusters for %d member names", len(list.Items), len(kinds)))
+		problems = append(problems, fmt.Errorf("%d MemberClusters for %d member names", len(list.Items), len(kinds)))
 	}
-	return problems
+	return errors.Join(problems...)
 }
 
 // servedAgain waits until every member of victims (name -> kind) is Ready
