@@ -54,18 +54,24 @@ var implStyles = map[string]struct {
 // latencyTarget is the quiet member's p99 target during a flood.
 const latencyTarget = 100 * time.Millisecond
 
+// newChart is a plot with a title, axis labels, a grid and its legend at the top.
+func newChart(title, xLabel, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text, p.Y.Label.Text = xLabel, yLabel
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
 // writeChart draws the quiet member's change latency over the time of the
 // flood, one series per manager (every repetition), on a log scale, with the
 // p99 target, and saves it as SVG or PNG (from path's extension).
 func writeChart(path string, traces []floodTrace, floodWidgets int) error {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Quiet member's change latency while another member is flooded with %d Widgets", floodWidgets)
-	p.X.Label.Text = "seconds since the flood began"
-	p.Y.Label.Text = "patch -> reconciled (ms, log scale)"
+	p := newChart(fmt.Sprintf("Quiet member's change latency while another member is flooded with %d Widgets", floodWidgets),
+		"seconds since the flood began", "patch -> reconciled (ms, log scale)")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
 
 	byImpl := map[string][]floodTrace{}
 	var order []string
@@ -145,12 +151,9 @@ func durationsText(ds []time.Duration) string {
 // against the members it serves, with and without members, for every scale
 // run, and the line fitted through them all.
 func writeHeapChart(path string, runs []scaleRun) error {
-	p := plot.New()
-	p.Title.Text = "Heap in use per sharded replica at rest, against the members it serves"
-	p.X.Label.Text = "members served by the replica"
-	p.Y.Label.Text = "heap in use after GC (MiB)"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Add(plotter.NewGrid())
+	p := newChart("Heap in use per sharded replica at rest, against the members it serves",
+		"members served by the replica", "heap in use after GC (MiB)")
+	p.Legend.Left = true
 	var all []point
 	var xys plotter.XYs
 	maxX := 1.0
@@ -183,12 +186,8 @@ func writeHeapChart(path string, runs []scaleRun) error {
 // with the moment the pinned member's Widget change was reconciled and the
 // lease duration after which the others may take over.
 func writeTakeoverChart(path string, runs []scaleRun, leaseDuration time.Duration) error {
-	p := plot.New()
-	p.Title.Text = "Take-over of a SIGKILLed replica's members"
-	p.X.Label.Text = "seconds since SIGKILL"
-	p.Y.Label.Text = "its members served again by the others"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Add(plotter.NewGrid())
+	p := newChart("Take-over of a SIGKILLed replica's members", "seconds since SIGKILL", "its members served again by the others")
+	p.Legend.Left = true
 	maxY := 1.0
 	var reconciled plotter.XYs
 	for i, r := range runs {
