@@ -60,7 +60,6 @@ var implTitles = map[string]string{
 //
 //	ready             (sent once the hub's Secret informer has synced)
 //	heap              -> heap <HeapInuse bytes>   (after two GCs)
-//	engaged NAME...   -> engaged <how many of NAMEs the manager can get>
 //	which NAME...     -> which <those of NAMEs the manager can get>
 //
 // Closing stdin stops the manager.
@@ -133,18 +132,14 @@ func runManager(impl, kubeconfigPath, cpuProfileDir string, opts app.Options) er
 				continue
 			}
 			fmt.Println("heap", ms.HeapInuse)
-		case "engaged", "which":
-			var got []string
+		case "which":
+			got := []string{"which"}
 			for _, name := range fields[1:] {
 				if _, err := mgr.GetCluster(ctx, multicluster.ClusterName(name)); err == nil {
 					got = append(got, name)
 				}
 			}
-			if fields[0] == "engaged" {
-				fmt.Println("engaged", len(got))
-			} else {
-				fmt.Println(strings.Join(append([]string{"which"}, got...), " "))
-			}
+			fmt.Println(strings.Join(got, " "))
 		default:
 			fmt.Println("error unknown command", fields[0])
 		}
@@ -296,26 +291,36 @@ func (p *managerProcess) waitReady(ctx context.Context) error {
 	return nil
 }
 
-func (p *managerProcess) ask(ctx context.Context, question, answer string) (int64, error) {
+// ask sends the manager a command and returns the words of its answer after
+// the command's name, which the answer starts with.
+func (p *managerProcess) ask(ctx context.Context, command string, args ...string) ([]string, error) {
+	question := strings.Join(append([]string{command}, args...), " ")
 	if _, err := fmt.Fprintln(p.stdin, question); err != nil {
-		return 0, fmt.Errorf("ask %s manager: %w", p.impl, err)
+		return nil, fmt.Errorf("ask %s manager: %w", p.impl, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	line, err := p.next(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	value, ok := strings.CutPrefix(line, answer+" ")
-	if !ok {
-		return 0, fmt.Errorf("%s manager answered %q to %q", p.impl, line, question)
+	fields := strings.Fields(line)
+	if len(fields) == 0 || fields[0] != command {
+		return nil, fmt.Errorf("%s manager answered %q to %s", p.impl, line, command)
 	}
-	return strconv.ParseInt(value, 10, 64)
+	return fields[1:], nil
 }
 
 // heapInUse is the manager's Go heap in use after garbage collection.
 func (p *managerProcess) heapInUse(ctx context.Context) (int64, error) {
-	return p.ask(ctx, "heap", "heap")
+	answer, err := p.ask(ctx, "heap")
+	if err != nil {
+		return 0, err
+	}
+	if len(answer) != 1 {
+		return 0, fmt.Errorf("%s manager answered heap %q", p.impl, answer)
+	}
+	return strconv.ParseInt(answer[0], 10, 64)
 }
 
 // memory is the manager's heap in use after garbage collection and its
@@ -330,26 +335,13 @@ func (p *managerProcess) memory(ctx context.Context) (heap, rss int64, err error
 
 // engaged is how many of names the manager has engaged.
 func (p *managerProcess) engaged(ctx context.Context, names []string) (int, error) {
-	n, err := p.ask(ctx, "engaged "+strings.Join(names, " "), "engaged")
-	return int(n), err
+	got, err := p.which(ctx, names)
+	return len(got), err
 }
 
 // which are those of names the manager has engaged.
 func (p *managerProcess) which(ctx context.Context, names []string) ([]string, error) {
-	if _, err := fmt.Fprintln(p.stdin, "which "+strings.Join(names, " ")); err != nil {
-		return nil, fmt.Errorf("ask %s manager: %w", p.impl, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	line, err := p.next(ctx)
-	if err != nil {
-		return nil, err
-	}
-	fields := strings.Fields(line)
-	if len(fields) == 0 || fields[0] != "which" {
-		return nil, fmt.Errorf("%s manager answered %q to which", p.impl, line)
-	}
-	return fields[1:], nil
+	return p.ask(ctx, "which", names...)
 }
 
 // kill kills the manager with SIGKILL, as a node failure would, and waits
