@@ -148,6 +148,7 @@ func checkClusterProfileAccess(t *testing.T, h *releaseHub, namespace string, sh
 		{"watch", "multicluster.x-k8s.io", "clusterprofiles", "", true},
 		{"list", "multicluster.x-k8s.io", "clusterprofiles", "", true},
 		{"update", "multicluster.x-k8s.io", "clusterprofiles", "status", false},
+		{"update", "multicluster.x-k8s.io", "clusterprofiles", "finalizers", true},
 		{"delete", "multicluster.x-k8s.io", "clusterprofiles", "", false},
 		{"create", "widgethub.io", "memberclusters", "", true},
 		{"patch", "widgethub.io", "memberclusters", "status", true},
