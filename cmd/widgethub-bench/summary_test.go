@@ -124,3 +124,36 @@ func TestFitLine(t *testing.T) {
 		t.Errorf("one point: %.2f + %.2f x, want 7 + 0 x", base, per)
 	}
 }
+
+func TestMissedListsTheRowsWidgethubMissedInAnyRepetition(t *testing.T) {
+	b := &benchmark{}
+	b.table.init([]string{widgethub, peerTuned})
+	b.table.add(rowEngage, widgethub, "fast", durationKey(time.Millisecond), true)
+	b.table.add(rowConverge, widgethub, "first", durationKey(time.Second), true)
+	b.table.add(rowConverge, widgethub, "second", durationKey(2*time.Second), false)
+	b.table.add(rowMemoryPerMember, peerTuned, "the peer alone is not judged", bytesKey(1), false)
+	b.table.add(rowQuietBaseline, widgethub, "a row without a target", durationKey(time.Second), false)
+	missed := b.missed()
+	if len(missed) != 1 || missed[0] != b.rowTitles()[rowConverge] {
+		t.Fatalf("missed = %q, want only the cold start's title", missed)
+	}
+}
+
+func TestFairEnoughNeedsUnder100msAndTwiceThePatchCall(t *testing.T) {
+	ms := func(n int) quantile { return quantile{value: time.Duration(n) * time.Millisecond} }
+	tests := []struct {
+		p99, patch quantile
+		want       bool
+	}{
+		{ms(40), ms(23), true},
+		{ms(46), ms(23), true},
+		{ms(47), ms(23), false},
+		{ms(100), ms(60), false},
+		{quantile{value: 10 * time.Millisecond, atLeast: true}, ms(23), false},
+	}
+	for _, tc := range tests {
+		if got := fairEnough(tc.p99, tc.patch); got != tc.want {
+			t.Errorf("fairEnough(%v, %v) = %v, want %v", tc.p99, tc.patch, got, tc.want)
+		}
+	}
+}
