@@ -14,6 +14,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${WIDGETHUB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/widgethub}
 dest=$cache/k8s/$KUBE_VERSION
 mkdir -p "$dest"
+# One build at a time: make test, a bench and a second shell may all ask at
+# once, and two builds into the same .tmp file fail each other.
+exec 9>"$dest/.lock"
+flock 9
 
 # A binary's stamp is the hash of the tools module it is built from: a change
 # there rebuilds it.

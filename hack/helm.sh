@@ -11,6 +11,10 @@ version=$(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
 cache=${WIDGETHUB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/widgethub}
 dest=$cache/helm/$version
 stamp=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-16)
+mkdir -p "$dest"
+# One build at a time (see hack/control-plane.sh).
+exec 9>"$dest/.lock"
+flock 9
 
 if [ ! -x "$dest/helm" ] || [ "$(cat "$dest/.helm.stamp" 2>/dev/null)" != "$stamp" ]; then
   mkdir -p "$dest"
