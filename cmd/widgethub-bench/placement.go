@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -144,11 +145,12 @@ func (b *benchmark) putManagerInCgroup(pid int) error {
 	return b.cgroups.add(b.fleet.Hub.Name, pid)
 }
 
-// place sets the CPU budgets of placement p for a row that uses members:
-// own gives the hub hubCPUs and each of members an equal share of the
-// machine's other CPUs; colocated removes every budget.
-func (b *benchmark) place(p placement, members []member) error {
-	b.placement = p
+// place sets the CPU budgets of placement p for row (the co-located row's
+// number; -1 for none), which uses members: own gives the hub hubCPUs and
+// each of members an equal share of the machine's other CPUs; colocated
+// removes every budget.
+func (b *benchmark) place(p placement, members []member, row int) error {
+	b.placement, b.placedRow = p, b.row(row)
 	if b.cgroups == nil {
 		return nil
 	}
@@ -172,6 +174,29 @@ func (b *benchmark) place(p placement, members []member) error {
 		logf("members with their own CPUs: hub %g CPUs, %d member(s) %.2f CPUs each", b.hubCPUs, len(members), share)
 	}
 	return nil
+}
+
+// ownPeerMargin is how much longer than widgethub's time on an own row
+// (the longest so far) the tuned peer is measured there.
+const ownPeerMargin = 1.25
+
+// ownPeerWindow is how long the tuned peer is measured on the own row being
+// measured: -own-peer-window, or longer once widgethub took longer, so that
+// the peer's time decides the target whenever it is widgethub's or less.
+func (b *benchmark) ownPeerWindowFor() time.Duration {
+	took := b.widgethubTook[b.placedRow]
+	return max(b.ownPeerWindow, time.Duration(float64(took)*ownPeerMargin).Round(time.Second))
+}
+
+// noteWidgethub records widgethub's time on the own row being measured.
+func (b *benchmark) noteWidgethub(impl string, took time.Duration) {
+	if impl != widgethub || b.placement != own {
+		return
+	}
+	if b.widgethubTook == nil {
+		b.widgethubTook = map[int]time.Duration{}
+	}
+	b.widgethubTook[b.placedRow] = max(b.widgethubTook[b.placedRow], took)
 }
 
 // logThrottled logs, for each group, how often it was throttled so far.
@@ -212,6 +237,6 @@ func (b *benchmark) printPlacement(w io.Writer) {
 	if !slices.Contains(b.placements, own) {
 		return
 	}
-	fmt.Fprintf(w, "\nRows \"members with their own CPUs\": each member's kube-apiserver and etcd in a cgroup of their own, limited (cpu.cfs_quota_us) to an equal share of the %d CPUs less the hub's %g; the hub's kube-apiserver, etcd and the manager to %g CPUs; the bench's own load and watches unlimited. Co-located rows: no limits. The tuned peer's floods and cold starts there end after %s.\n",
-		runtime.NumCPU(), b.hubCPUs, b.hubCPUs, formatDuration(b.ownPeerWindow))
+	fmt.Fprintf(w, "\nRows \"members with their own CPUs\": each member's kube-apiserver and etcd in a cgroup of their own, limited (cpu.cfs_quota_us) to an equal share of the %d CPUs less the hub's %g; the hub's kube-apiserver, etcd and the manager to %g CPUs; the bench's own load and watches unlimited. Co-located rows: no limits. The tuned peer's floods and cold starts there end after %s or %.2fx widgethub's longest time on the row, whichever is later.\n",
+		runtime.NumCPU(), b.hubCPUs, b.hubCPUs, formatDuration(b.ownPeerWindow), ownPeerMargin)
 }

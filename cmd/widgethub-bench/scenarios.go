@@ -131,7 +131,7 @@ func (b *benchmark) largeFlood(ctx context.Context, impls []string) error {
 // floodsPlaced measures the flood of size in each placement.
 func (b *benchmark) floodsPlaced(ctx context.Context, impls []string, size floodSize) error {
 	for _, p := range b.placements {
-		if err := b.place(p, b.members[:2]); err != nil {
+		if err := b.place(p, b.members[:2], size.drainRow); err != nil {
 			return err
 		}
 		if err := b.floods(ctx, impls, size); err != nil {
@@ -157,6 +157,7 @@ func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) 
 			return err
 		}
 		floods[impl] = f
+		b.noteWidgethub(impl, f.drain)
 	}
 	tuned, haveTuned := floods[peerTuned]
 	for impl, f := range floods {
@@ -489,7 +490,7 @@ func (b *benchmark) converge(ctx context.Context, impls []string) error {
 		{rowConvergeOne, 1, b.convergeOneWidgets},
 	} {
 		for _, p := range b.placements {
-			if err := b.place(p, b.members[:c.members]); err != nil {
+			if err := b.place(p, b.members[:c.members], c.row); err != nil {
 				return err
 			}
 			if err := b.convergeRow(ctx, impls, c.row, c.members, c.widgets); err != nil {
@@ -511,6 +512,7 @@ func (b *benchmark) convergeRow(ctx context.Context, impls []string, row, member
 			return err
 		}
 		outcomes[impl] = o
+		b.noteWidgethub(impl, o.took)
 	}
 	// The target is relative to the tuned peer's time in the same
 	// repetition; one that did not finish counts as its window.
