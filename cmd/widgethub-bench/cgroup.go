@@ -16,6 +16,12 @@ const cpuCgroupMount = "/sys/fs/cgroup/cpu"
 // minQuota is the smallest cfs_quota_us the kernel accepts.
 const minQuota = 1000
 
+// cfsPeriod is the groups' cfs_period_us: a tenth of the default, so that
+// a group that spent its quota waits at most a few ms, as a process on
+// machines of its own would not wait at all (with 100 ms, a member of half
+// a CPU that bursts on two stalls for 75 ms).
+const cfsPeriod = 10000
+
 // cpuCgroups are CPU budgets of the bench's processes: one cgroup v1 cpu
 // group per name (a control plane, "hub" for the hub and the managers),
 // inside a group of the bench's own, all removed by remove.
@@ -23,9 +29,7 @@ type cpuCgroups struct {
 	// dir is the bench's group; parent is the group it was made in, where
 	// processes still running at the end go back to.
 	dir, parent string
-	// period is cpu.cfs_period_us in µs.
-	period int
-	groups []string
+	groups      []string
 }
 
 // openCPUCgroups makes the bench's group in the cpu controller mounted at
@@ -43,14 +47,7 @@ func openCPUCgroups(mount, own string, euid int) (*cpuCgroups, error) {
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make a cgroup: %w", err)
 	}
-	period, err := os.ReadFile(filepath.Join(c.dir, "cpu.cfs_period_us"))
-	if err == nil {
-		c.period, err = strconv.Atoi(strings.TrimSpace(string(period)))
-	}
-	if err == nil {
-		err = writeControl(c.dir, "cpu.cfs_quota_us", "-1")
-	}
-	if err != nil {
+	if err := writeControl(c.dir, "cpu.cfs_quota_us", "-1"); err != nil {
 		return nil, errors.Join(fmt.Errorf("cgroup %s refused: %w", c.dir, err), c.remove())
 	}
 	return c, nil
@@ -97,6 +94,9 @@ func (c *cpuCgroups) add(name string, pids ...int) error {
 			return fmt.Errorf("cgroup %s: %w", name, err)
 		}
 		c.groups = append(c.groups, name)
+		if err := writeControl(dir, "cpu.cfs_period_us", strconv.Itoa(cfsPeriod)); err != nil {
+			return fmt.Errorf("cgroup %s: %w", name, err)
+		}
 	}
 	for _, pid := range pids {
 		if err := writeControl(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
@@ -110,7 +110,7 @@ func (c *cpuCgroups) add(name string, pids ...int) error {
 func (c *cpuCgroups) setCPUs(name string, cpus float64) error {
 	quota := -1
 	if cpus > 0 {
-		quota = max(minQuota, int(cpus*float64(c.period)))
+		quota = max(minQuota, int(cpus*cfsPeriod))
 	}
 	if err := writeControl(filepath.Join(c.dir, name), "cpu.cfs_quota_us", strconv.Itoa(quota)); err != nil {
 		return fmt.Errorf("cgroup %s: %w", name, err)

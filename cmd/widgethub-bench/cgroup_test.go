@@ -73,7 +73,7 @@ func TestCPUCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.TrimSpace(string(quota)), strconv.Itoa(cg.period/2); got != want {
+	if got, want := strings.TrimSpace(string(quota)), strconv.Itoa(cfsPeriod/2); got != want {
 		t.Errorf("quota %s, want %s", got, want)
 	}
 	if err := cg.setCPUs("m01", -1); err != nil {

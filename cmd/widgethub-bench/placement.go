@@ -237,6 +237,6 @@ func (b *benchmark) printPlacement(w io.Writer) {
 	if !slices.Contains(b.placements, own) {
 		return
 	}
-	fmt.Fprintf(w, "\nRows \"members with their own CPUs\": each member's kube-apiserver and etcd in a cgroup of their own, limited (cpu.cfs_quota_us) to an equal share of the %d CPUs less the hub's %g; the hub's kube-apiserver, etcd and the manager to %g CPUs; the bench's own load and watches unlimited. Co-located rows: no limits. The tuned peer's floods and cold starts there end after %s or %.2fx widgethub's longest time on the row, whichever is later.\n",
-		runtime.NumCPU(), b.hubCPUs, b.hubCPUs, formatDuration(b.ownPeerWindow), ownPeerMargin)
+	fmt.Fprintf(w, "\nRows \"members with their own CPUs\": each member's kube-apiserver and etcd in a cgroup of their own, limited (cpu.cfs_quota_us, period %d µs) to an equal share of the %d CPUs less the hub's %g; the hub's kube-apiserver, etcd and the manager to %g CPUs; the bench's own load and watches unlimited. Co-located rows: no limits. The tuned peer's floods and cold starts there end after %s or %.2fx widgethub's longest time on the row, whichever is later.\n",
+		cfsPeriod, runtime.NumCPU(), b.hubCPUs, b.hubCPUs, formatDuration(b.ownPeerWindow), ownPeerMargin)
 }
