@@ -81,7 +81,11 @@ type sizes struct {
 	// peerWindow bounds the peer's flood and convergence, which it does not
 	// finish in useful time with client-go's default 5 QPS.
 	window, peerWindow time.Duration
-	settle             time.Duration
+	// ownPeerWindow bounds the tuned peer's floods and cold starts on the
+	// rows of members with their own CPUs, where they take long; longer
+	// when widgethub took longer (see ownPeerWindowFor).
+	ownPeerWindow time.Duration
+	settle        time.Duration
 	// maxQuiesce bounds the wait for the machine to settle before a
 	// measured run (see quiesce).
 	maxQuiesce time.Duration
@@ -100,7 +104,7 @@ func fullSizes() sizes {
 		convergeMembers: 10, convergeWidgets: 1000, convergeOneWidgets: 5000,
 		shardMembers: 100, shardServers: 4, shardWidgets: 20, shardReplicas: 3,
 		scaleMembers: []int{1000}, scaleServers: 4, scaleWidgets: 20, scaleReplicas: 5, restFor: 75 * time.Second,
-		window: 10 * time.Minute, peerWindow: 90 * time.Second,
+		window: 10 * time.Minute, peerWindow: 90 * time.Second, ownPeerWindow: time.Minute,
 		settle: 5 * time.Second, maxQuiesce: 90 * time.Second,
 		reps: 3,
 	}
@@ -116,7 +120,7 @@ func quickSizes() sizes {
 	s.convergeMembers, s.convergeWidgets, s.convergeOneWidgets = 3, 200, 600
 	s.shardMembers, s.shardServers = 12, 2
 	s.scaleMembers, s.scaleServers, s.scaleReplicas, s.restFor = []int{100}, 2, 3, 15*time.Second
-	s.window, s.peerWindow = 5*time.Minute, 15*time.Second
+	s.window, s.peerWindow, s.ownPeerWindow = 5*time.Minute, 15*time.Second, 30*time.Second
 	s.settle, s.maxQuiesce = 2*time.Second, 20*time.Second
 	s.reps = 1
 	return s
@@ -146,6 +150,9 @@ func main() {
 		scaleMembers    = flag.String("scale-members", "", "comma-separated sizes of the scale measurement, each measured on its own (default 1000, quick 100)")
 		scaleReplicas   = flag.Int("scale-replicas", 0, "sharded replicas of the scale measurement (default 5, quick 3)")
 		chartDir        = flag.String("chart-dir", "", "where to draw the scale charts, heap per replica against members served and the take-over timeline (default: beside the manager logs)")
+		placement       = flag.String("placement", "own,colocated", "comma-separated placements of the members' API servers and etcds in the flood and cold-start rows: own (each member under a CPU budget of its own, cgroup v1, as root), colocated (sharing the machine)")
+		hubCPUs         = flag.Float64("hub-cpus", 1, "CPUs of the hub's API server, etcd and manager on the rows of members with their own CPUs; the members share the rest")
+		ownPeerWindow   = flag.Duration("own-peer-window", 0, "how long the tuned peer's floods and cold starts are measured at least on the rows of members with their own CPUs, longer when widgethub took longer there (default 1m, quick 30s)")
 	)
 	opts := app.DefaultOptions()
 	opts.LeaderElection = false // one manager in-process: no standby to hand over to
@@ -175,6 +182,7 @@ func main() {
 	setIf(&s.idleMembers, *idleMembers)
 	setIf(&s.idleServers, *idleServers)
 	setIf(&s.peerWindow, *peerWindow)
+	setIf(&s.ownPeerWindow, *ownPeerWindow)
 	setIf(&s.shardMembers, *shardMembers)
 	setIf(&s.reps, *reps)
 	setIf(&s.scaleReplicas, *scaleReplicas)
@@ -184,6 +192,11 @@ func main() {
 			fmt.Fprintln(os.Stderr, "-scale-members:", err)
 			os.Exit(2)
 		}
+	}
+	places, err := parsePlacements(*placement)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "-placement:", err)
+		os.Exit(2)
 	}
 	managerArgs := []string{
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
@@ -196,8 +209,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile,
-		enforceTargets: !*quick, chartPath: *chart, chartDir: *chartDir}
-	err := b.run(ctx, strings.Split(*only, ","))
+		enforceTargets: !*quick, chartPath: *chart, chartDir: *chartDir, placements: places, hubCPUs: *hubCPUs}
+	err = b.run(ctx, strings.Split(*only, ","))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -258,6 +271,21 @@ type benchmark struct {
 	scaleRuns        []scaleRun
 	// traces are the quiet member's changes during every flood, for the chart.
 	traces []floodTrace
+
+	// placements are those of the flood and cold-start rows (placement.go),
+	// placement the one being measured; cgroups hold the CPU budgets of
+	// own, hubCPUs the hub's. ownMissing says why own was left out.
+	placements []placement
+	placement  placement
+	// placedRow is the row being measured in placement; widgethubTook
+	// widgethub's longest time on each own row so far.
+	placedRow     int
+	widgethubTook map[int]time.Duration
+	cgroups       *cpuCgroups
+	hubCPUs       float64
+	ownMissing    string
+	// ownCeiling is ceiling on the rows of members with their own CPUs.
+	ownCeiling [][2]float64
 }
 
 // member is one API server of the fleet with a direct, unthrottled client.
@@ -280,6 +308,9 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	defer func() { _ = logFile.Close() }()
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	start := time.Now()
+	// The cgroups go after the fleet has stopped (deferred before it).
+	b.openCgroups()
+	defer b.closeCgroups()
 	// Two members to begin with; scenarios that need more start them, so
 	// that no idle API server takes CPU from the scenarios before them.
 	logf("starting a hub and 2 member API servers")
@@ -295,6 +326,7 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 		}
 	}()
 	logf("fleet up in %s", formatDuration(time.Since(start)))
+	b.putInCgroup(b.fleet.Hub)
 	if b.hub, err = newClient(b.fleet.Hub.Config, clusters.NewScheme()); err != nil {
 		return err
 	}
@@ -321,6 +353,10 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 		for rep := range b.reps {
 			order := rotate(b.impls, rep)
 			logf("%s, repetition %d of %d: %s", name, rep+1, b.reps, strings.Join(order, ", "))
+			// Co-located unless the scenario places its members otherwise.
+			if err := b.place(colocated, nil, -1); err != nil {
+				return err
+			}
 			if err := scenario(ctx, order); err != nil {
 				b.print(os.Stdout, start)
 				return fmt.Errorf("%s: %w (manager logs in %s)", name, err, b.logDir)
@@ -393,6 +429,7 @@ func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
 			return err
 		}
 		b.members = append(b.members, member{ControlPlane: cp, client: c, writes: writes})
+		b.putInCgroup(cp)
 	}
 	return nil
 }
@@ -400,13 +437,23 @@ func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
 // startManager starts impl's manager process for scenario.
 func (b *benchmark) startManager(impl, scenario string) (*managerProcess, error) {
 	args := append([]string{"-hub-kubeconfig", b.hubKubeconfig}, b.managerArgs...)
-	return startManager(impl, filepath.Join(b.logDir, scenario+"-"+impl+".log"), args)
+	p, err := startManager(impl, filepath.Join(b.logDir, scenario+"-"+impl+".log"), args)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.putManagerInCgroup(p.cmd.Process.Pid); err != nil {
+		return nil, errors.Join(err, p.stop())
+	}
+	return p, nil
 }
 
 // windowFor is how long impl may take in a bounded measurement.
 func (b *benchmark) windowFor(impl string) time.Duration {
-	if impl == peer {
+	switch {
+	case impl == peer:
 		return b.peerWindow
+	case impl == peerTuned && b.placement == own:
+		return b.ownPeerWindowFor()
 	}
 	return b.window
 }

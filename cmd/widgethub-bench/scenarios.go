@@ -117,7 +117,7 @@ type floodSize struct {
 // on the flooded member before and after the floods. Throughput is compared
 // with the higher 8-writer ceiling of the two, the harder comparison.
 func (b *benchmark) fairness(ctx context.Context, impls []string) error {
-	return b.floods(ctx, impls, floodSize{widgets: b.floodWidgets, fairnessRow: rowFairness, drainRow: rowDrain, main: true})
+	return b.floodsPlaced(ctx, impls, floodSize{widgets: b.floodWidgets, fairnessRow: rowFairness, drainRow: rowDrain, main: true})
 }
 
 // largeFlood is fairness with largeFloodWidgets, without the peer at
@@ -125,10 +125,24 @@ func (b *benchmark) fairness(ctx context.Context, impls []string) error {
 // window.
 func (b *benchmark) largeFlood(ctx context.Context, impls []string) error {
 	impls = slices.DeleteFunc(slices.Clone(impls), func(impl string) bool { return impl == peer })
-	return b.floods(ctx, impls, floodSize{widgets: b.largeFloodWidgets, fairnessRow: rowFairnessLarge, drainRow: rowDrainLarge})
+	return b.floodsPlaced(ctx, impls, floodSize{widgets: b.largeFloodWidgets, fairnessRow: rowFairnessLarge, drainRow: rowDrainLarge})
 }
 
-// floods measures one flood of size by each of impls.
+// floodsPlaced measures the flood of size in each placement.
+func (b *benchmark) floodsPlaced(ctx context.Context, impls []string, size floodSize) error {
+	for _, p := range b.placements {
+		if err := b.place(p, b.members[:2], size.drainRow); err != nil {
+			return err
+		}
+		if err := b.floods(ctx, impls, size); err != nil {
+			return err
+		}
+		b.logThrottled()
+	}
+	return nil
+}
+
+// floods measures one flood of size by each of impls, in the placement set.
 func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) error {
 	flooded, quiet := b.members[0], b.members[1]
 	if size.main {
@@ -143,12 +157,14 @@ func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) 
 			return err
 		}
 		floods[impl] = f
+		b.noteWidgethub(impl, f.drain)
 	}
 	tuned, haveTuned := floods[peerTuned]
 	for impl, f := range floods {
-		// The drain's target is relative to the tuned peer's in the same repetition.
-		met := f.drained && (!haveTuned || !tuned.drained || f.drain <= tuned.drain)
-		b.table.add(size.drainRow, impl, f.drainText, durationKey(f.drain), met)
+		// The drain's target is relative to the tuned peer's in the same
+		// repetition; one that did not drain counts as its window.
+		met := f.drained && (!haveTuned || f.drain <= tuned.drain)
+		b.table.add(b.row(size.drainRow), impl, f.drainText, durationKey(f.drain), met)
 	}
 	if !size.main {
 		return nil
@@ -157,21 +173,22 @@ func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) 
 		return err
 	}
 	// This repetition's two ceilings, the higher of them.
-	ceiling8 := max(b.ceiling[len(b.ceiling)-1][1], b.ceiling[len(b.ceiling)-2][1])
+	ceiling := *b.ceilings()
+	ceiling8 := max(ceiling[len(ceiling)-1][1], ceiling[len(ceiling)-2][1])
 	for impl, f := range floods {
 		r := f.rates
 		throughput := fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.controller, 100*r.controller/ceiling8)
 		if r.onceCreated > 0 {
 			throughput += fmt.Sprintf("; %.0f (%.0f%%) once created", r.onceCreated, 100*r.onceCreated/ceiling8)
 		}
-		b.table.add(rowThroughput, impl, throughput, rateKey(r.controller), r.controller >= ceiling8/2)
-		b.table.add(rowServerWrites, impl, fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.all, 100*r.all/ceiling8), rateKey(r.all), false)
+		b.table.add(b.row(rowThroughput), impl, throughput, rateKey(r.controller), r.controller >= ceiling8/2)
+		b.table.add(b.row(rowServerWrites), impl, fmt.Sprintf("%.0f (%.0f%% of 8-writer ceiling)", r.all, 100*r.all/ceiling8), rateKey(r.all), false)
 	}
 	return nil
 }
 
 // measureCeiling measures the API server's merge-patches/s with 1 and with
-// writers writers and appends them to b.ceiling.
+// writers writers and appends them to the placement's ceilings.
 func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 	var c [2]float64
 	for i, writers := range []int{1, b.writers} {
@@ -182,7 +199,8 @@ func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 		c[i] = rate
 		logf("API server ceiling, %d writers: %.0f patches/s", writers, rate)
 	}
-	b.ceiling = append(b.ceiling, c)
+	ceilings := b.ceilings()
+	*ceilings = append(*ceilings, c)
 	return deleteWidgets(ctx, m.client, "ceiling")
 }
 
@@ -225,7 +243,7 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return outcome, err
 	}
 
-	if err := b.quiesce(ctx, "flood of "+impl); err != nil {
+	if err := b.quiesce(ctx, fmt.Sprintf("flood of %s (%s)", impl, b.placement)); err != nil {
 		return outcome, err
 	}
 	baseline, err := f.baseline(ctx, b.baselineChanges)
@@ -234,7 +252,7 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	}
 	bp50, bp99 := p50p99(baseline)
 	if size.main {
-		b.table.add(rowQuietBaseline, impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), quantileKey(bp99), false)
+		b.table.add(b.row(rowQuietBaseline), impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), quantileKey(bp99), false)
 	}
 	f.firstChange = len(baseline)
 	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
@@ -246,12 +264,12 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	if res.drained.IsZero() && impl == widgethub {
 		return outcome, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, size.widgets, b.windowFor(impl))
 	}
-	p50, p99 := b.recordFairness(impl, res, size.fairnessRow)
-	if size.main {
+	p50, p99 := b.recordFairness(impl, res, b.row(size.fairnessRow))
+	if size.main && b.placement == colocated {
 		b.traces = append(b.traces, traceOf(impl, res, res.start.Add(b.windowFor(impl))))
 	}
 	outcome = b.floodOutcome(res, size.widgets)
-	logf("fairness, %s, %d Widgets: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, size.widgets, p50, p99, formatDuration(outcome.drain), outcome.rates.controller)
+	logf("fairness, %s, %s, %d Widgets: quiet p50 %s p99 %s; flood %s, %.0f writes/s", impl, b.placement, size.widgets, p50, p99, formatDuration(outcome.drain), outcome.rates.controller)
 	return outcome, nil
 }
 
@@ -485,20 +503,37 @@ func (b *benchmark) converge(ctx context.Context, impls []string) error {
 		{rowConverge, b.convergeMembers, b.convergeWidgets},
 		{rowConvergeOne, 1, b.convergeOneWidgets},
 	} {
-		outcomes := map[string]convergence{}
-		for _, impl := range impls {
-			o, err := b.convergeOf(ctx, impl, b.members[:c.members], c.widgets)
-			if err != nil {
+		for _, p := range b.placements {
+			if err := b.place(p, b.members[:c.members], c.row); err != nil {
 				return err
 			}
-			outcomes[impl] = o
+			if err := b.convergeRow(ctx, impls, c.row, c.members, c.widgets); err != nil {
+				return err
+			}
+			b.logThrottled()
 		}
-		// The target is relative to the tuned peer's time in the same repetition.
-		tuned, haveTuned := outcomes[peerTuned]
-		for impl, o := range outcomes {
-			met := o.done && (!haveTuned || !tuned.done || o.took <= tuned.took)
-			b.table.add(c.row, impl, o.text, durationKey(o.took), met)
+	}
+	return nil
+}
+
+// convergeRow measures the cold start of members holding widgets Widgets
+// each, in the placement set, by each of impls.
+func (b *benchmark) convergeRow(ctx context.Context, impls []string, row, members, widgets int) error {
+	outcomes := map[string]convergence{}
+	for _, impl := range impls {
+		o, err := b.convergeOf(ctx, impl, b.members[:members], widgets)
+		if err != nil {
+			return err
 		}
+		outcomes[impl] = o
+		b.noteWidgethub(impl, o.took)
+	}
+	// The target is relative to the tuned peer's time in the same
+	// repetition; one that did not finish counts as its window.
+	tuned, haveTuned := outcomes[peerTuned]
+	for impl, o := range outcomes {
+		met := o.done && (!haveTuned || o.took <= tuned.took)
+		b.table.add(b.row(row), impl, o.text, durationKey(o.took), met)
 	}
 	return nil
 }
@@ -531,7 +566,7 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 		}
 	}
 
-	if err := b.quiesce(ctx, "cold start of "+impl); err != nil {
+	if err := b.quiesce(ctx, fmt.Sprintf("cold start of %s (%s)", impl, b.placement)); err != nil {
 		return c, err
 	}
 	writesBefore, err := countMemberWrites(ctx, members)
@@ -563,7 +598,7 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 			return c, fmt.Errorf("widgethub reconciled %d of %d Widgets within %s", done, total, window)
 		}
 		elapsed := time.Since(start)
-		logf("convergence, %s, %d member(s): %d of %d in %s", impl, len(members), done, total, formatDuration(elapsed))
+		logf("convergence, %s, %s, %d member(s): %d of %d in %s", impl, b.placement, len(members), done, total, formatDuration(elapsed))
 		return convergence{text: fmt.Sprintf(">%s (%d/%d done, %.1f Widgets/s)", formatDuration(window), done, total, float64(done)/elapsed.Seconds()), took: elapsed}, nil
 	}
 	took := last.Sub(start)
@@ -580,8 +615,8 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 	if err != nil {
 		return c, err
 	}
-	logf("convergence, %s, %d member(s): %s; %d controller writes, %d in all (Events included); CPU: manager %s, API servers and etcds %s",
-		impl, len(members), formatDuration(took), writes.controller, writes.all, formatDuration(managerCPU), formatDuration(fleetCPU-fleetCPUBefore))
+	logf("convergence, %s, %s, %d member(s): %s; %d controller writes, %d in all (Events included); CPU: manager %s, API servers and etcds %s",
+		impl, b.placement, len(members), formatDuration(took), writes.controller, writes.all, formatDuration(managerCPU), formatDuration(fleetCPU-fleetCPUBefore))
 	// On one machine the members' API servers share its CPUs with each other
 	// and the manager: their CPU per Widget shows what the spread costs.
 	perWidget := (fleetCPU - fleetCPUBefore) / time.Duration(total)

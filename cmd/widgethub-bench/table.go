@@ -17,17 +17,27 @@ import (
 // The rows of the table, in order.
 const (
 	rowEngage = iota
+	rowQuietBaselineOwn
 	rowQuietBaseline
+	rowFairnessOwn
 	rowFairness
+	rowDrainOwn
 	rowDrain
+	rowFairnessLargeOwn
 	rowFairnessLarge
+	rowDrainLargeOwn
 	rowDrainLarge
+	rowThroughputOwn
 	rowThroughput
+	rowServerWritesOwn
 	rowServerWrites
+	rowCeilingOwn
 	rowCeiling
 	rowMemoryPerMember
 	rowMemoryTotal
+	rowConvergeOwn
 	rowConverge
+	rowConvergeOneOwn
 	rowConvergeOne
 	rowShardEngage
 	rowScale
@@ -124,7 +134,7 @@ func (b *benchmark) missed() []string {
 }
 
 func (b *benchmark) rowTitles() [rowCount]string {
-	return [rowCount]string{
+	return placedTitles([rowCount]string{
 		rowEngage:          fmt.Sprintf("engage latency: Secret created -> first Widget reconciled (member of %d Widgets; median of %d)", b.engageWidgets, b.engageRounds),
 		rowQuietBaseline:   fmt.Sprintf("quiet member change latency p50 / p99 with no flood (%d changes, one every %s)", b.baselineChanges, b.changeEvery),
 		rowFairness:        fairnessTitle(b.floodWidgets),
@@ -145,7 +155,7 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowScaleRest: fmt.Sprintf("scale at rest: the replicas' hub writes/s by kind (from %s to %s after all engaged); the oldest MemberCluster lastProbeTime",
 			formatDuration(b.settle), formatDuration(b.restFor)),
 		rowScaleTakeover: "scale: SIGKILL of one replica -> its members served again by the others; a Widget change of its pinned member, made right after the kill, reconciled",
-	}
+	})
 }
 
 // fairnessTitle and drainTitle title the rows of a flood of widgets.
@@ -186,6 +196,7 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 	fmt.Fprintf(w, "widgethub and peer-tuned: member QPS %g, burst %d, %d workers (widgethub: %d per member); peer: client-go defaults (5 QPS, burst 10), 1 worker; both peers use multicluster-runtime's default queue\n\n",
 		b.opts.MemberQPS, b.opts.MemberBurst, b.opts.MaxConcurrentReconciles, b.opts.ReconcilesPerMember())
 	writeMarkdown(w, b.rows())
+	b.printPlacement(w)
 	if summary := b.quiescedSummary(); summary != "" {
 		fmt.Fprintf(w, "\n%s\n", summary)
 	}
@@ -219,12 +230,14 @@ func (b *benchmark) print(w io.Writer, start time.Time) {
 // rows are the table's cells, a header first, without the rows no manager
 // has a result in.
 func (b *benchmark) rows() [][]string {
-	var ceilings []string
-	for _, c := range b.ceiling {
-		ceilings = append(ceilings, fmt.Sprintf("%.0f / %.0f", c[0], c[1]))
-	}
-	if len(ceilings) > 0 {
-		b.table.shared[rowCeiling] = strings.Join(ceilings, "; ")
+	for row, measured := range map[int][][2]float64{rowCeiling: b.ceiling, rowCeilingOwn: b.ownCeiling} {
+		var ceilings []string
+		for _, c := range measured {
+			ceilings = append(ceilings, fmt.Sprintf("%.0f / %.0f", c[0], c[1]))
+		}
+		if len(ceilings) > 0 {
+			b.table.shared[row] = strings.Join(ceilings, "; ")
+		}
 	}
 	titles := b.rowTitles()
 	header := []string{"measurement"}
@@ -242,7 +255,7 @@ func (b *benchmark) rows() [][]string {
 		}
 		for _, impl := range b.impls {
 			v, _ := b.table.cell(r, impl)
-			if r == rowCeiling {
+			if r == rowCeiling || r == rowCeilingOwn {
 				v = b.table.shared[r]
 			}
 			if v == "" {

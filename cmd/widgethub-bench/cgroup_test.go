@@ -1,0 +1,116 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// openCPUCgroups says why it cannot make cgroups: not root, no cpu
+// controller, a directory that is not a cgroup (its control files refused).
+func TestOpenCPUCgroupsSaysWhyNot(t *testing.T) {
+	plain := t.TempDir()
+	// Looks like a controller at the top, but a directory made in it has
+	// no control files: the quota write is refused.
+	fake := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fake, "cpu.cfs_quota_us"), []byte("-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, mount string
+		euid        int
+		want        string
+	}{
+		{"not root", fake, 1000, "not running as root"},
+		{"no controller", plain, 0, "no cgroup v1 cpu controller"},
+		{"no mount", filepath.Join(plain, "missing"), 0, "no cgroup v1 cpu controller"},
+		{"write refused", fake, 0, "refused"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cg, err := openCPUCgroups(c.mount, "/", c.euid)
+			if err == nil {
+				t.Fatalf("made cgroups at %s: %+v", c.mount, cg)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not say %q", err, c.want)
+			}
+		})
+	}
+	// The refused attempt leaves nothing behind.
+	entries, err := os.ReadDir(fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("%s holds %d entries after the refused attempt, want only cpu.cfs_quota_us", fake, len(entries))
+	}
+}
+
+// Where the machine has the controller and the test runs as root, a group
+// takes a quota and is removed again.
+func TestCPUCgroups(t *testing.T) {
+	cg, err := openCPUCgroups(cpuCgroupMount, ownCgroupPath(), os.Geteuid())
+	if err != nil {
+		t.Skip(err)
+	}
+	defer func() {
+		if err := cg.remove(); err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Stat(cg.dir); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", cg.dir, err)
+		}
+	}()
+	if err := cg.add("m01"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.setCPUs("m01", 0.5); err != nil {
+		t.Fatal(err)
+	}
+	quota, err := os.ReadFile(filepath.Join(cg.dir, "m01", "cpu.cfs_quota_us"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(quota)), strconv.Itoa(cfsPeriod/2); got != want {
+		t.Errorf("quota %s, want %s", got, want)
+	}
+	if err := cg.setCPUs("m01", -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCgroupPathOf(t *testing.T) {
+	text := "4:memory:/a\n2:cpu,cpuacct:/bench/x\n1:name=systemd:/\n0::/\n"
+	if got := cgroupPathOf(text, "cpu"); got != "/bench/x" {
+		t.Errorf("cpu path %q, want /bench/x", got)
+	}
+	if got := cgroupPathOf(text, "cpuset"); got != "/" {
+		t.Errorf("cpuset path %q, want /", got)
+	}
+}
+
+func TestParsePlacements(t *testing.T) {
+	ps, err := parsePlacements("colocated, own,own")
+	if err != nil || len(ps) != 2 || ps[0] != colocated || ps[1] != own {
+		t.Errorf("parsePlacements: %v, %v", ps, err)
+	}
+	if _, err := parsePlacements("own,elsewhere"); err == nil {
+		t.Error("parsePlacements accepted elsewhere")
+	}
+}
+
+// Every own row has its twin's target and a title that says its placement.
+func TestOwnRows(t *testing.T) {
+	b := &benchmark{sizes: quickSizes()}
+	titles := b.rowTitles()
+	for co, o := range ownTwins {
+		if targets[o] != targets[co] {
+			t.Errorf("row %d's target %q, its twin's %q", o, targets[o], targets[co])
+		}
+		if !strings.HasSuffix(titles[o], "(members with their own CPUs)") || !strings.HasSuffix(titles[co], "(co-located members)") {
+			t.Errorf("titles %q and %q do not say their placement", titles[o], titles[co])
+		}
+	}
+}
