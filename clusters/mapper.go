@@ -133,7 +133,7 @@ func (g *groupVersionMapper) discover(gv schema.GroupVersion) (*metav1.APIResour
 	return list, nil
 }
 
-// add maps the resources of gv whose kinds the scheme knows.
+// add maps the resources of gv whose kinds the scheme knows, and their lists.
 func (g *groupVersionMapper) add(gv schema.GroupVersion, list *metav1.APIResourceList) {
 	for _, r := range list.APIResources {
 		gvk := gv.WithKind(r.Kind)
@@ -149,6 +149,8 @@ func (g *groupVersionMapper) add(gv schema.GroupVersion, list *metav1.APIResourc
 			singular = strings.ToLower(r.Kind)
 		}
 		g.mapper.AddSpecific(gvk, gv.WithResource(r.Name), gv.WithResource(singular), scope)
+		// As client-go's discovery mapper does: a cache asks about lists.
+		g.mapper.Add(gv.WithKind(r.Kind+"List"), scope)
 	}
 }
 

@@ -92,8 +92,10 @@ func TestMemberMapperDiscoversOneGroupVersion(t *testing.T) {
 	if mapping.Resource.Resource != "widgets" || mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		t.Errorf("Widget maps to %s (%s), want widgets (namespaced)", mapping.Resource, mapping.Scope.Name())
 	}
-	if _, err := mapper.RESTMapping(widgetKind, "v1alpha1"); err != nil {
-		t.Fatal(err)
+	// A cache over several namespaces asks about the list's kind.
+	list := schema.GroupKind{Group: widgetKind.Group, Kind: "WidgetList"}
+	if mapping, err := mapper.RESTMapping(list, "v1alpha1"); err != nil || mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		t.Errorf("WidgetList: got %v, %v; want a namespaced mapping", mapping, err)
 	}
 	if got := rec.take(); !slices.Equal(got, []string{gvPath}) {
 		t.Errorf("discovery after the CRD was installed asked %q, want %s once", got, gvPath)
