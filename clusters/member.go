@@ -15,7 +15,6 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -470,36 +469,4 @@ type cancelOnClose struct {
 func (c *cancelOnClose) Close() error {
 	defer c.cancel()
 	return c.ReadCloser.Close()
-}
-
-// namespacedFirst is the member's dynamic RESTMapper, which discovers lazily,
-// except that it knows the kinds of byObject as namespaced without asking.
-func namespacedFirst(c *rest.Config, hc *http.Client, scheme *runtime.Scheme, byObject map[client.Object]cache.ByObject) (meta.RESTMapper, error) {
-	dynamic, err := apiutil.NewDynamicRESTMapper(c, hc)
-	if err != nil {
-		return nil, err
-	}
-	known := knownMapper{RESTMapper: dynamic, static: meta.NewDefaultRESTMapper(nil)}
-	for obj := range byObject {
-		gvk, err := apiutil.GVKForObject(obj, scheme)
-		if err != nil {
-			return nil, err
-		}
-		known.static.Add(gvk, meta.RESTScopeNamespace)
-	}
-	return known, nil
-}
-
-// knownMapper answers RESTMapping from static when it can, else from the
-// RESTMapper it wraps.
-type knownMapper struct {
-	meta.RESTMapper
-	static *meta.DefaultRESTMapper
-}
-
-func (k knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
-	if m, err := k.static.RESTMapping(gk, versions...); err == nil {
-		return m, nil
-	}
-	return k.RESTMapper.RESTMapping(gk, versions...)
 }

@@ -1,6 +1,8 @@
 package widget
 
 import (
+	"maps"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,14 @@ import (
 //     revision, kubectl's last-applied configuration), other managers'
 //     fields and the rest of the pod template go.
 //
+// Fields the API server defaults and nothing reads go too: a Deployment's
+// strategy, revision history limit and progress deadline. Strings that every
+// object repeats (label keys, the manager, condition types and reasons) are
+// replaced by this package's constants, and the name where it repeats, so
+// that each object does not hold copies of its own; the Deployment's
+// selector shares the map of its pod template's labels when the two are
+// equal. Cached objects are read-only, so sharing is safe.
+//
 // A field DesiredDeployment sets must stay here: the "unchanged Widget
 // writes nothing" tests fail otherwise. The transform is idempotent, as the
 // informers require.
@@ -44,25 +54,46 @@ func trimWidget(w *v1alpha1.Widget) {
 	w.Labels = nil
 	w.OwnerReferences = nil
 	w.ManagedFields = nil
+	for i := range w.Status.Conditions {
+		c := &w.Status.Conditions[i]
+		c.Type, c.Reason, c.Message = canonical(c.Type), canonical(c.Reason), canonical(c.Message)
+		c.Status = metav1.ConditionStatus(canonical(string(c.Status)))
+	}
 }
 
 func trimDeployment(d *appsv1.Deployment) {
 	trimMeta(&d.ObjectMeta)
-	d.Labels = onlyKeys(d.Labels, NameLabel, InstanceLabel, ManagedByLabel)
-	d.OwnerReferences = widgetOwners(d.OwnerReferences)
+	d.Labels = onlyKeys(d.Labels, d.Name, NameLabel, InstanceLabel, ManagedByLabel)
+	d.OwnerReferences = widgetOwners(d.OwnerReferences, d.Name)
 	d.ManagedFields = appliedBy(d.ManagedFields, FieldManager)
+
+	// Defaulted by the API server; widgethub neither sets nor reads them.
+	d.Spec.Strategy = appsv1.DeploymentStrategy{}
+	d.Spec.RevisionHistoryLimit = nil
+	d.Spec.ProgressDeadlineSeconds = nil
 
 	tmpl := &d.Spec.Template
 	var containers []corev1.Container
-	for _, c := range tmpl.Spec.Containers {
+	for i, c := range tmpl.Spec.Containers {
 		if c.Name == containerName {
-			containers = []corev1.Container{{Name: c.Name, Image: c.Image}}
+			containers = tmpl.Spec.Containers[i : i+1 : i+1]
+			if len(tmpl.Spec.Containers) > 1 {
+				containers = make([]corev1.Container, 1)
+			}
+			containers[0] = corev1.Container{Name: containerName, Image: c.Image}
 			break
 		}
 	}
 	*tmpl = corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: onlyKeys(tmpl.Labels, NameLabel, InstanceLabel)},
+		ObjectMeta: metav1.ObjectMeta{Labels: onlyKeys(tmpl.Labels, d.Name, NameLabel, InstanceLabel)},
 		Spec:       corev1.PodSpec{Containers: containers},
+	}
+	if sel := d.Spec.Selector; sel != nil && len(sel.MatchExpressions) == 0 && maps.Equal(sel.MatchLabels, tmpl.Labels) {
+		sel.MatchLabels = tmpl.Labels
+	}
+	for i := range d.Status.Conditions {
+		c := &d.Status.Conditions[i]
+		c.Reason, c.Message = canonical(c.Reason), canonical(c.Message)
 	}
 }
 
@@ -73,25 +104,47 @@ func trimMeta(m *metav1.ObjectMeta) {
 	m.GenerateName = ""
 }
 
-// onlyKeys is the part of labels with the given keys, nil when none.
-func onlyKeys(labels map[string]string, keys ...string) map[string]string {
-	var kept map[string]string
+// onlyKeys is the part of labels with the given keys, nil when none: labels
+// itself when it has no other key. Keys become the constants given, values
+// canonical strings (name for a value equal to it).
+func onlyKeys(labels map[string]string, name string, keys ...string) map[string]string {
+	n := 0
 	for _, k := range keys {
-		if v, ok := labels[k]; ok {
-			if kept == nil {
-				kept = make(map[string]string, len(keys))
-			}
-			kept[k] = v
+		if _, ok := labels[k]; ok {
+			n++
 		}
+	}
+	if n == 0 {
+		return nil
+	}
+	kept := labels
+	if n < len(labels) {
+		kept = make(map[string]string, n)
+	}
+	for _, k := range keys {
+		v, ok := labels[k]
+		if !ok {
+			continue
+		}
+		if v == name {
+			v = name
+		} else {
+			v = canonical(v)
+		}
+		kept[k] = v // an existing string key is replaced too
 	}
 	return kept
 }
 
 // widgetOwners are the owner references to Widgets among refs, nil when none.
-func widgetOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+func widgetOwners(refs []metav1.OwnerReference, name string) []metav1.OwnerReference {
 	var kept []metav1.OwnerReference
 	for _, r := range refs {
-		if r.Kind == "Widget" && r.APIVersion == v1alpha1.GroupVersion.String() {
+		if r.Kind == "Widget" && r.APIVersion == widgetAPIVersion {
+			r.Kind, r.APIVersion = "Widget", widgetAPIVersion
+			if r.Name == name {
+				r.Name = name
+			}
 			kept = append(kept, r)
 		}
 	}
@@ -104,8 +157,40 @@ func appliedBy(entries []metav1.ManagedFieldsEntry, manager string) []metav1.Man
 	var kept []metav1.ManagedFieldsEntry
 	for _, e := range entries {
 		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			e.Manager, e.Operation = manager, metav1.ManagedFieldsOperationApply
+			e.APIVersion, e.FieldsType = canonical(e.APIVersion), canonical(e.FieldsType)
 			kept = append(kept, e)
 		}
 	}
 	return kept
+}
+
+var widgetAPIVersion = v1alpha1.GroupVersion.String()
+
+// canonicals are the strings cached objects repeat, each held once.
+var canonicals = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		nameValue, managedByValue, widgetAPIVersion, "apps/v1", "FieldsV1",
+		string(metav1.ConditionTrue), string(metav1.ConditionFalse), string(metav1.ConditionUnknown),
+		v1alpha1.WidgetReady, v1alpha1.WidgetReconciling, v1alpha1.WidgetStalled,
+		v1alpha1.WidgetAvailableReason, v1alpha1.WidgetProgressingReason, v1alpha1.WidgetDeploymentFailedReason,
+		v1alpha1.WidgetDeploymentPendingReason, v1alpha1.WidgetRollingOutReason, v1alpha1.WidgetDeploymentRetryingReason,
+		deploymentPendingMessage,
+		// A Deployment's usual condition reasons (the Deployment controller's).
+		"NewReplicaSetAvailable", "MinimumReplicasAvailable", "MinimumReplicasUnavailable", "ReplicaSetUpdated",
+		"NewReplicaSetCreated", "FoundNewReplicaSet", progressDeadlineExceeded,
+		"Deployment has minimum availability.", "Deployment does not have minimum availability.",
+	} {
+		m[s] = s
+	}
+	return m
+}()
+
+// canonical is s, as this package's constant when it has one.
+func canonical(s string) string {
+	if c, ok := canonicals[s]; ok {
+		return c
+	}
+	return s
 }

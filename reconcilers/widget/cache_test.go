@@ -2,8 +2,10 @@ package widget
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -152,5 +154,71 @@ func TestCacheTransformKeepsWhatTheWidgetReconcileReads(t *testing.T) {
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": "b"}}}
 	if out, _ := CacheTransform(other.DeepCopy()); !equality.Semantic.DeepEqual(out, other) {
 		t.Error("an object of another kind was changed")
+	}
+}
+
+// The trimmed Deployment holds no defaulted field nothing reads, and holds
+// the strings every Deployment repeats as this package's constants and its
+// selector as its pod template's labels: what a member's cache costs per
+// Deployment (make bench-cache).
+func TestCacheTransformHoldsRepeatedValuesOnce(t *testing.T) {
+	fresh := func(s string) string { return strings.Clone(s) } // as a decoder allocates them
+	labels := func() map[string]string {
+		return map[string]string{fresh(NameLabel): fresh(nameValue), fresh(InstanceLabel): fresh("cart")}
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cart",
+			Labels:          map[string]string{fresh(NameLabel): fresh(nameValue), fresh(InstanceLabel): fresh("cart"), fresh(ManagedByLabel): fresh(managedByValue)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: fresh(v1alpha1.GroupVersion.String()), Kind: fresh("Widget"), Name: fresh("cart"), UID: "u"}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: fresh(FieldManager), Operation: metav1.ManagedFieldsOperationApply,
+				APIVersion: fresh("apps/v1"), FieldsType: fresh("FieldsV1")}}},
+		Spec: appsv1.DeploymentSpec{
+			Selector:                &metav1.LabelSelector{MatchLabels: labels()},
+			Strategy:                appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+			RevisionHistoryLimit:    ptr.To[int32](10),
+			ProgressDeadlineSeconds: ptr.To[int32](600),
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels()},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: fresh(containerName), Image: "shop/cart:1", TerminationMessagePath: "/dev/termination-log"}}}},
+		},
+	}
+	out, _ := CacheTransform(d)
+	d = out.(*appsv1.Deployment)
+	if d.Spec.Strategy.Type != "" || d.Spec.RevisionHistoryLimit != nil || d.Spec.ProgressDeadlineSeconds != nil {
+		t.Errorf("kept defaulted fields: strategy %+v, revision history limit %v, progress deadline %v",
+			d.Spec.Strategy, d.Spec.RevisionHistoryLimit, d.Spec.ProgressDeadlineSeconds)
+	}
+	same := func(what, got, want string) {
+		if got != want || unsafe.StringData(got) != unsafe.StringData(want) {
+			t.Errorf("%s: %q is a copy of its own, want the shared %q", what, got, want)
+		}
+	}
+	for _, m := range []map[string]string{d.Labels, d.Spec.Template.Labels} {
+		for k, v := range m {
+			switch k {
+			case NameLabel:
+				same("label "+k, v, nameValue)
+			case InstanceLabel:
+				same("label "+k, v, d.Name)
+			case ManagedByLabel:
+				same("label "+k, v, managedByValue)
+			}
+		}
+		for k := range m {
+			found := false
+			for _, c := range []string{NameLabel, InstanceLabel, ManagedByLabel} {
+				found = found || unsafe.StringData(k) == unsafe.StringData(c)
+			}
+			if !found {
+				t.Errorf("label key %q is a copy of its own", k)
+			}
+		}
+	}
+	o, e := d.OwnerReferences[0], d.ManagedFields[0]
+	same("owner API version", o.APIVersion, widgetAPIVersion)
+	same("owner name", o.Name, d.Name)
+	same("manager", e.Manager, FieldManager)
+	same("container name", d.Spec.Template.Spec.Containers[0].Name, containerName)
+	if reflect.ValueOf(d.Spec.Selector.MatchLabels).UnsafePointer() != reflect.ValueOf(d.Spec.Template.Labels).UnsafePointer() {
+		t.Error("the selector holds a copy of the pod template's labels")
 	}
 }
