@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // cpuCgroupMount is where the cgroup v1 cpu controller is mounted.
@@ -27,9 +28,15 @@ const cfsPeriod = 10000
 // inside a group of the bench's own, all removed by remove.
 type cpuCgroups struct {
 	// dir is the bench's group; parent is the group it was made in, where
-	// processes still running at the end go back to.
+	// the processes are while not grouped and go back to at the end.
 	dir, parent string
 	groups      []string
+	// pids are the processes of each group; grouped says whether they are
+	// in their groups now or in the parent, where nothing groups them (the
+	// co-located rows: cgroup v1 shares CPU time equally between sibling
+	// groups, which would change how the machine is shared).
+	pids    map[string][]int
+	grouped bool
 }
 
 // openCPUCgroups makes the bench's group in the cpu controller mounted at
@@ -85,8 +92,9 @@ func writeControl(dir, file, value string) error {
 	return errors.Join(err, f.Close())
 }
 
-// add moves the processes pids into the group name, made if it is new.
-// Threads and children they start later are in it too.
+// add makes pids processes of the group name, made if it is new, and moves
+// them into it while the processes are grouped. Threads and children they
+// start later go with them.
 func (c *cpuCgroups) add(name string, pids ...int) error {
 	dir := filepath.Join(c.dir, name)
 	if !slices.Contains(c.groups, name) {
@@ -98,9 +106,48 @@ func (c *cpuCgroups) add(name string, pids ...int) error {
 			return fmt.Errorf("cgroup %s: %w", name, err)
 		}
 	}
+	if c.pids == nil {
+		c.pids = map[string][]int{}
+	}
+	c.pids[name] = append(c.pids[name], pids...)
+	if !c.grouped {
+		return nil
+	}
+	return c.move(name, dir, pids)
+}
+
+// group moves every process into its group (on) or into the parent (off).
+func (c *cpuCgroups) group(on bool) error {
+	if on == c.grouped {
+		return nil
+	}
+	c.grouped = on
+	var errs []error
+	for _, name := range c.groups {
+		dir := c.parent
+		if on {
+			dir = filepath.Join(c.dir, name)
+		}
+		errs = append(errs, c.move(name, dir, c.pids[name]))
+	}
+	return errors.Join(errs...)
+}
+
+// move moves the processes pids of the group name into dir, and forgets
+// those that have exited.
+func (c *cpuCgroups) move(name, dir string, pids []int) error {
+	var gone []int
+	defer func() {
+		c.pids[name] = slices.DeleteFunc(c.pids[name], func(p int) bool { return slices.Contains(gone, p) })
+	}()
 	for _, pid := range pids {
-		if err := writeControl(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
-			return fmt.Errorf("move process %d into cgroup %s: %w", pid, name, err)
+		err := writeControl(dir, "cgroup.procs", strconv.Itoa(pid))
+		if errors.Is(err, syscall.ESRCH) {
+			gone = append(gone, pid)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("move process %d of %s into %s: %w", pid, name, dir, err)
 		}
 	}
 	return nil

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -78,6 +80,44 @@ func TestCPUCgroups(t *testing.T) {
 	}
 	if err := cg.setCPUs("m01", -1); err != nil {
 		t.Fatal(err)
+	}
+
+	// A process of m01 is in it only while the processes are grouped.
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := sleep.Process.Pid
+	in := func() string {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cgroupPathOf(string(raw), "cpu")
+	}
+	parent, m01 := in(), ownCgroupPath()+"/"+filepath.Base(cg.dir)+"/m01"
+	if err := cg.add("m01", pid); err != nil {
+		t.Fatal(err)
+	}
+	if got := in(); got != parent {
+		t.Errorf("added while not grouped: in %s, want %s", got, parent)
+	}
+	for _, on := range []bool{true, false, true} {
+		if err := cg.group(on); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{true: m01, false: parent}[on]
+		if got := in(); filepath.Clean(got) != filepath.Clean(want) {
+			t.Errorf("group(%v): in %s, want %s", on, got, want)
+		}
+	}
+	_ = sleep.Process.Kill()
+	_ = sleep.Wait()
+	if err := cg.group(false); err != nil {
+		t.Fatalf("a process that exited: %v", err)
+	}
+	if len(cg.pids["m01"]) != 0 {
+		t.Errorf("the exited process is still a process of m01: %v", cg.pids["m01"])
 	}
 }
 

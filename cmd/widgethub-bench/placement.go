@@ -146,13 +146,17 @@ func (b *benchmark) putManagerInCgroup(pid int) error {
 }
 
 // place sets the CPU budgets of placement p for row (the co-located row's
-// number; -1 for none), which uses members: own gives the hub hubCPUs and
-// each of members an equal share of the machine's other CPUs; colocated
-// removes every budget.
+// number; -1 for none), which uses members: own moves the processes into
+// their groups and gives the hub hubCPUs and each of members an equal share
+// of the machine's other CPUs; colocated removes every budget and moves the
+// processes out of the groups.
 func (b *benchmark) place(p placement, members []member, row int) error {
 	b.placement, b.placedRow = p, b.row(row)
 	if b.cgroups == nil {
 		return nil
+	}
+	if err := b.cgroups.group(p == own); err != nil {
+		return err
 	}
 	hubCPUs, share := -1.0, (float64(runtime.NumCPU())-b.hubCPUs)/float64(max(1, len(members)))
 	if p == own {
