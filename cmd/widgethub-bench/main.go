@@ -279,7 +279,9 @@ type benchmark struct {
 	placement  placement
 	// placedRow is the row being measured in placement; widgethubTook
 	// widgethub's longest time on each own row so far.
-	placedRow     int
+	placedRow int
+	// placedMembers are the members the placed row uses.
+	placedMembers []member
 	widgethubTook map[int]time.Duration
 	cgroups       *cpuCgroups
 	hubCPUs       float64

@@ -146,19 +146,29 @@ func (b *benchmark) putManagerInCgroup(pid int) error {
 }
 
 // place sets the CPU budgets of placement p for row (the co-located row's
-// number; -1 for none), which uses members: own moves the processes into
+// number; -1 for none), which uses members (see budget).
+func (b *benchmark) place(p placement, members []member, row int) error {
+	b.placement, b.placedRow, b.placedMembers = p, b.row(row), members
+	if p == own && b.cgroups != nil {
+		logf("members with their own CPUs: hub %g CPUs, %d member(s) %.2f CPUs each", b.hubCPUs, len(members), b.memberShare(members))
+	}
+	return b.budget(p, members)
+}
+
+// budget sets the CPU budgets of placement p: own moves the processes into
 // their groups and gives the hub hubCPUs and each of members an equal share
 // of the machine's other CPUs; colocated removes every budget and moves the
-// processes out of the groups.
-func (b *benchmark) place(p placement, members []member, row int) error {
-	b.placement, b.placedRow = p, b.row(row)
+// processes out of the groups. A scenario lifts the budgets for work it does
+// not measure (creating and deleting thousands of Widgets on a tenth of a
+// CPU each takes minutes) and sets them again before it measures.
+func (b *benchmark) budget(p placement, members []member) error {
 	if b.cgroups == nil {
 		return nil
 	}
 	if err := b.cgroups.group(p == own); err != nil {
 		return err
 	}
-	hubCPUs, share := -1.0, (float64(runtime.NumCPU())-b.hubCPUs)/float64(max(1, len(members)))
+	hubCPUs := -1.0
 	if p == own {
 		hubCPUs = b.hubCPUs
 	}
@@ -168,16 +178,18 @@ func (b *benchmark) place(p placement, members []member, row int) error {
 	for _, m := range b.members {
 		cpus := -1.0
 		if p == own && slices.ContainsFunc(members, func(u member) bool { return u.Name == m.Name }) {
-			cpus = share
+			cpus = b.memberShare(members)
 		}
 		if err := b.cgroups.setCPUs(m.Name, cpus); err != nil {
 			return err
 		}
 	}
-	if p == own {
-		logf("members with their own CPUs: hub %g CPUs, %d member(s) %.2f CPUs each", b.hubCPUs, len(members), share)
-	}
 	return nil
+}
+
+// memberShare is each of members' CPUs in the own placement.
+func (b *benchmark) memberShare(members []member) float64 {
+	return (float64(runtime.NumCPU()) - b.hubCPUs) / float64(max(1, len(members)))
 }
 
 // ownPeerMargin is how much longer than widgethub's time on an own row

@@ -557,6 +557,10 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 			err = errors.Join(err, deleteWidgets(ctx, m.client, ns))
 		}
 	}()
+	// The Widgets are made, and deleted, without the placement's budgets.
+	if err := b.budget(colocated, nil); err != nil {
+		return c, err
+	}
 	if trackers, err = b.trackWidgets(ctx, members, ns, widgets); err != nil {
 		return c, err
 	}
@@ -566,6 +570,10 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 		}
 	}
 
+	if err := b.budget(b.placement, b.placedMembers); err != nil {
+		return c, err
+	}
+	defer func() { err = errors.Join(err, b.budget(colocated, nil)) }()
 	if err := b.quiesce(ctx, fmt.Sprintf("cold start of %s (%s)", impl, b.placement)); err != nil {
 		return c, err
 	}
