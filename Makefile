@@ -129,7 +129,7 @@ bench-cache: ## Measure the hub's heap per cached Widget and Deployment, whole a
 	KUBEBUILDER_ASSETS="$(ASSETS)" $(GO) test -count=1 -run '^$$' -bench MemberCacheHeap -benchtime 1x ./reconcilers/widget/
 
 .PHONY: bench-quick
-bench-quick: ## The benchmark at small sizes (about 5.5 minutes on a quiet machine), as CI runs it.
+bench-quick: ## The benchmark at small sizes, both placements, as CI runs it (see docs/performance.md).
 	$(MAKE) bench BENCH_FLAGS="-quick $(BENCH_FLAGS)"
 
 ##@ Build
