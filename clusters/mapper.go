@@ -155,23 +155,24 @@ func (g *groupVersionMapper) add(gv schema.GroupVersion, list *metav1.APIResourc
 }
 
 func (g *groupVersionMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
-	versions, err := g.load(gk.Group, versions)
-	if err != nil {
-		return nil, err
-	}
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.mapper.RESTMapping(gk, versions...)
+	return mapping(g, gk, versions, g.mapper.RESTMapping)
 }
 
 func (g *groupVersionMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	return mapping(g, gk, versions, g.mapper.RESTMappings)
+}
+
+// mapping loads the group versions of gk asked about (the scheme's when
+// none) and then asks the mapper.
+func mapping[T any](g *groupVersionMapper, gk schema.GroupKind, versions []string, ask func(schema.GroupKind, ...string) (T, error)) (T, error) {
 	versions, err := g.load(gk.Group, versions)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.mapper.RESTMappings(gk, versions...)
+	return ask(gk, versions...)
 }
 
 // resource loads the group version of r (the scheme's when r has none)
