@@ -163,7 +163,7 @@ func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) 
 	for impl, f := range floods {
 		// The drain's target is relative to the tuned peer's in the same
 		// repetition; one that did not drain counts as its window.
-		met := f.drained && (!haveTuned || f.drain <= tuned.drain)
+		met := f.drained && atMostTuned(f.drain, tuned.drain, haveTuned)
 		b.table.add(b.row(size.drainRow), impl, f.drainText, durationKey(f.drain), met)
 	}
 	if !size.main {
@@ -333,6 +333,12 @@ func (b *benchmark) recordFairness(impl string, res *floodResult, row int) (p50,
 	return p50, p99
 }
 
+// atMostTuned is the rule of the targets relative to the tuned peer in the
+// same repetition: v at most tuned, met when the peer was not measured.
+func atMostTuned[T time.Duration | float64](v, tuned T, haveTuned bool) bool {
+	return !haveTuned || v <= tuned
+}
+
 // fairEnough is the target of the quiet member's change latency during a
 // flood: a p99 under 100 ms and within twice the p99 of the patch call
 // itself, the part of the latency no controller can remove.
@@ -402,7 +408,7 @@ func (b *benchmark) memory(ctx context.Context, impls []string) error {
 	// The target is relative to the tuned peer's heap in the same repetition.
 	tuned, haveTuned := perMember[peerTuned]
 	for impl, heap := range perMember {
-		met := 100*heap < 512<<20 && (!haveTuned || heap <= 0.75*tuned)
+		met := 100*heap < 512<<20 && atMostTuned(heap, 0.75*tuned, haveTuned)
 		b.table.add(rowMemoryPerMember, impl, mib(heap), bytesKey(heap), met)
 	}
 	return nil
@@ -532,7 +538,7 @@ func (b *benchmark) convergeRow(ctx context.Context, impls []string, row, member
 	// repetition; one that did not finish counts as its window.
 	tuned, haveTuned := outcomes[peerTuned]
 	for impl, o := range outcomes {
-		met := o.done && (!haveTuned || o.took <= tuned.took)
+		met := o.done && atMostTuned(o.took, tuned.took, haveTuned)
 		b.table.add(b.row(row), impl, o.text, durationKey(o.took), met)
 	}
 	return nil
