@@ -1,10 +1,8 @@
 package clusters_test
 
 import (
-	"encoding/pem"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -12,8 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -104,34 +100,15 @@ func TestMemberMapperDiscoversOneGroupVersion(t *testing.T) {
 
 // A member's answer to the discovery of a group version is bounded.
 func TestMemberMapperBoundsTheDiscoveryAnswer(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := startHostileMember(t)
+	h.answer(t, "/apis/widgethub.io/v1alpha1", false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"widgethub.io/v1alpha1","resources":[`))
 		entry := `{"name":"widgets","singularName":"widget","namespaced":true,"kind":"Widget","verbs":["get"]},`
 		_, _ = w.Write([]byte(strings.Repeat(entry, (2<<20)/len(entry))))
 		_, _ = w.Write([]byte(`{"name":"widgets","namespaced":true,"kind":"Widget","verbs":["get"]}]}`))
 	}))
-	t.Cleanup(srv.Close)
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["m"] = &clientcmdapi.Cluster{Server: srv.URL,
-		CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
-	kc.AuthInfos["m"] = &clientcmdapi.AuthInfo{Token: "t"}
-	kc.Contexts["m"] = &clientcmdapi.Context{Cluster: "m", AuthInfo: "m"}
-	kc.CurrentContext = "m"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clusters.RESTConfig(data, clusters.ConfigOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := clusters.New("large", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Stop)
-	if _, err := m.GetRESTMapper().RESTMapping(widgetKind, "v1alpha1"); !errors.Is(err, clusters.ErrResponseTooLarge) {
+	if _, err := h.member.GetRESTMapper().RESTMapping(widgetKind, "v1alpha1"); !errors.Is(err, clusters.ErrResponseTooLarge) {
 		t.Errorf("a 2 MiB discovery answer: got %v, want %v", err, clusters.ErrResponseTooLarge)
 	}
 }
