@@ -23,6 +23,11 @@ const minQuota = 1000
 // a CPU that bursts on two stalls for 75 ms).
 const cfsPeriod = 10000
 
+// maxShares is cgroup v1's highest cpu.shares (the kernel's MAX_SHARES):
+// the weight of the bench's group against the processes outside it, 1024
+// each.
+const maxShares = 1 << 18
+
 // cpuCgroups are CPU budgets of the bench's processes: one cgroup v1 cpu
 // group per name (a control plane, "hub" for the hub and the managers),
 // inside a group of the bench's own, all removed by remove.
@@ -55,6 +60,13 @@ func openCPUCgroups(mount, own string, euid int) (*cpuCgroups, error) {
 		return nil, fmt.Errorf("cannot make a cgroup: %w", err)
 	}
 	if err := writeControl(c.dir, "cpu.cfs_quota_us", "-1"); err != nil {
+		return nil, errors.Join(fmt.Errorf("cgroup %s refused: %w", c.dir, err), c.remove())
+	}
+	// The grouped processes get their budgets before anything outside the
+	// groups runs, as on machines of their own. With the default weight the
+	// groups together would weigh what one busy thread of the bench's load
+	// weighs, and a member waited for the flood's writers.
+	if err := writeControl(c.dir, "cpu.shares", strconv.Itoa(maxShares)); err != nil {
 		return nil, errors.Join(fmt.Errorf("cgroup %s refused: %w", c.dir, err), c.remove())
 	}
 	return c, nil

@@ -78,6 +78,14 @@ func TestCPUCgroups(t *testing.T) {
 	if got, want := strings.TrimSpace(string(quota)), strconv.Itoa(cfsPeriod/2); got != want {
 		t.Errorf("quota %s, want %s", got, want)
 	}
+	// The groups come before the processes outside them.
+	shares, err := os.ReadFile(filepath.Join(cg.dir, "cpu.shares"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(shares)), strconv.Itoa(maxShares); got != want {
+		t.Errorf("the bench's group weighs %s shares, want %s", got, want)
+	}
 	if err := cg.setCPUs("m01", -1); err != nil {
 		t.Fatal(err)
 	}

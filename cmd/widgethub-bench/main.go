@@ -56,8 +56,11 @@ import (
 type sizes struct {
 	engageWidgets, engageRounds int
 	floodWidgets, quietWidgets  int
-	// largeFloodWidgets are the Widgets of the second, larger flood.
+	// largeFloodWidgets are the Widgets of the second, larger flood;
+	// largeFloodOwn measures it with members of their own CPUs too (-quick
+	// leaves that out: the main flood covers the placement at its size).
 	largeFloodWidgets int
+	largeFloodOwn     bool
 	changeEvery       time.Duration
 	// baselineChanges are the quiet member's changes measured before the flood.
 	baselineChanges                       int
@@ -97,7 +100,7 @@ type sizes struct {
 func fullSizes() sizes {
 	return sizes{
 		engageWidgets: 100, engageRounds: 3,
-		floodWidgets: 5000, largeFloodWidgets: 10000, quietWidgets: 20, changeEvery: 100 * time.Millisecond, baselineChanges: 50,
+		floodWidgets: 5000, largeFloodWidgets: 10000, largeFloodOwn: true, quietWidgets: 20, changeEvery: 100 * time.Millisecond, baselineChanges: 50,
 		writers:     8,
 		ceilingFor:  5 * time.Second,
 		idleMembers: 20, idleServers: 4, idleWidgets: 100,
@@ -115,6 +118,7 @@ func quickSizes() sizes {
 	s := fullSizes()
 	s.engageRounds = 1
 	s.floodWidgets, s.largeFloodWidgets, s.quietWidgets, s.baselineChanges = 1000, 2000, 10, 20
+	s.largeFloodOwn = false
 	s.ceilingFor = 2 * time.Second
 	s.idleMembers, s.idleServers = 6, 2
 	s.convergeMembers, s.convergeWidgets, s.convergeOneWidgets = 3, 200, 600
@@ -132,7 +136,7 @@ func main() {
 	var (
 		managerImpl     = flag.String("manager", "", "internal: run this manager (widgethub or peer) as a subprocess of the benchmark")
 		hubKubeconfig   = flag.String("hub-kubeconfig", "", "internal: the hub of -manager")
-		quick           = flag.Bool("quick", false, "small sizes, for CI (about 5.5 minutes)")
+		quick           = flag.Bool("quick", false, "small sizes, for CI (about 8.5 minutes on 2 CPUs, both placements)")
 		only            = flag.String("only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
 		managers        = flag.String("managers", strings.Join([]string{widgethub, peer, peerTuned}, ","), "comma-separated managers to measure: widgethub, peer (client-go defaults), peer-tuned (widgethub's QPS, burst and workers)")
 		reps            = flag.Int("reps", 0, "repetitions of each scenario; each row shows the median and the spread (default 3, quick 1)")
@@ -152,6 +156,7 @@ func main() {
 		chartDir        = flag.String("chart-dir", "", "where to draw the scale charts, heap per replica against members served and the take-over timeline (default: beside the manager logs)")
 		placement       = flag.String("placement", "own,colocated", "comma-separated placements of the members' API servers and etcds in the flood and cold-start rows: own (each member under a CPU budget of its own, cgroup v1, as root), colocated (sharing the machine)")
 		hubCPUs         = flag.Float64("hub-cpus", 1, "CPUs of the hub's API server, etcd and manager on the rows of members with their own CPUs; the members share the rest")
+		planeProcs      = flag.Int("control-plane-gomaxprocs", 1, "GOMAXPROCS of the fleet's kube-apiservers and etcds: 1 fits the budgets of the rows of members with their own CPUs (1 CPU or less each); 0 keeps Go's default (the machine's CPUs, and at least 2 under any budget)")
 		ownPeerWindow   = flag.Duration("own-peer-window", 0, "how long the tuned peer's floods and cold starts are measured at least on the rows of members with their own CPUs, longer when widgethub took longer there (default 1m, quick 30s)")
 	)
 	opts := app.DefaultOptions()
@@ -209,7 +214,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile,
-		enforceTargets: !*quick, chartPath: *chart, chartDir: *chartDir, placements: places, hubCPUs: *hubCPUs}
+		enforceTargets: !*quick, chartPath: *chart, chartDir: *chartDir, placements: places, hubCPUs: *hubCPUs, controlPlaneProcs: *planeProcs}
 	err = b.run(ctx, strings.Split(*only, ","))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -286,6 +291,9 @@ type benchmark struct {
 	cgroups       *cpuCgroups
 	hubCPUs       float64
 	ownMissing    string
+	// controlPlaneProcs is the GOMAXPROCS the fleet's processes start
+	// with (fleet.Options.GOMAXPROCS); zero for Go's default.
+	controlPlaneProcs int
 	// ownCeiling is ceiling on the rows of members with their own CPUs.
 	ownCeiling [][2]float64
 }
@@ -317,8 +325,14 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	// that no idle API server takes CPU from the scenarios before them.
 	logf("starting a hub and 2 member API servers")
 	// The scale scenario counts the hub's writes by kind from its audit log.
+	// The fleet's processes get GOMAXPROCS=controlPlaneProcs: under a CPU
+	// quota Go runs at least 2 Ps (runtime/cgroup_linux.go), and a member of
+	// half a CPU then spent its 10 ms period's quota in 2.5 ms on both CPUs
+	// (a garbage collection, requests in parallel) and stalled for the rest
+	// of the period, which a member with a machine of its own does not. The
+	// managers, started by the bench, keep Go's default.
 	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: clusters.NewScheme(),
-		AuditHub: slices.Contains(only, "scale")})
+		AuditHub: slices.Contains(only, "scale"), GOMAXPROCS: b.controlPlaneProcs})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -158,9 +159,8 @@ func (b *benchmark) place(p placement, members []member, row int) error {
 // budget sets the CPU budgets of placement p: own moves the processes into
 // their groups and gives the hub hubCPUs and each of members an equal share
 // of the machine's other CPUs; colocated removes every budget and moves the
-// processes out of the groups. A scenario lifts the budgets for work it does
-// not measure (creating and deleting thousands of Widgets on a tenth of a
-// CPU each takes minutes) and sets them again before it measures.
+// processes out of the groups. Work a scenario does not measure runs
+// without them (see liftBudgets).
 func (b *benchmark) budget(p placement, members []member) error {
 	if b.cgroups == nil {
 		return nil
@@ -185,6 +185,23 @@ func (b *benchmark) budget(p placement, members []member) error {
 		}
 	}
 	return nil
+}
+
+// liftBudgets removes the placement's budgets for work a scenario does not
+// measure (making or deleting Widgets, engaging members): thousands of
+// Widgets on half a CPU or less take minutes. setBudgets sets them again.
+func (b *benchmark) liftBudgets() error { return b.budget(colocated, nil) }
+
+// setBudgets sets the budgets of the placement and members being measured.
+func (b *benchmark) setBudgets() error { return b.budget(b.placement, b.placedMembers) }
+
+// unbudgeted runs work without the placement's budgets, and sets them again
+// after it.
+func (b *benchmark) unbudgeted(work func() error) error {
+	if err := b.liftBudgets(); err != nil {
+		return err
+	}
+	return errors.Join(work(), b.setBudgets())
 }
 
 // memberShare is each of members' CPUs in the own placement.
@@ -253,6 +270,15 @@ func (b *benchmark) printPlacement(w io.Writer) {
 	if !slices.Contains(b.placements, own) {
 		return
 	}
-	fmt.Fprintf(w, "\nRows \"members with their own CPUs\": each member's kube-apiserver and etcd in a cgroup of their own, limited (cpu.cfs_quota_us, period %d µs) to an equal share of the %d CPUs less the hub's %g; the hub's kube-apiserver, etcd and the manager to %g CPUs; the bench's own load and watches unlimited. Co-located rows: no limits. The tuned peer's floods and cold starts there end after %s or %.2fx widgethub's longest time on the row, whichever is later.\n",
-		cfsPeriod, runtime.NumCPU(), b.hubCPUs, b.hubCPUs, formatDuration(b.ownPeerWindow), ownPeerMargin)
+	fmt.Fprintf(w, "\nRows \"members with their own CPUs\": each member's kube-apiserver and etcd in a cgroup of their own, limited (cpu.cfs_quota_us, period %d µs) to an equal share of the %d CPUs less the hub's %g; the hub's kube-apiserver, etcd and the manager to %g CPUs; the bench's own load and watches unlimited. Co-located rows: no limits. The tuned peer's floods and cold starts there end after %s or %.2fx widgethub's longest time on the row, whichever is later. %s\n",
+		cfsPeriod, runtime.NumCPU(), b.hubCPUs, b.hubCPUs, formatDuration(b.ownPeerWindow), ownPeerMargin, b.controlPlaneProcsLine())
+}
+
+// controlPlaneProcsLine says how many Ps the fleet's processes ran with.
+func (b *benchmark) controlPlaneProcsLine() string {
+	procs := "Go's default GOMAXPROCS"
+	if b.controlPlaneProcs > 0 {
+		procs = fmt.Sprintf("GOMAXPROCS=%d", b.controlPlaneProcs)
+	}
+	return "The fleet's kube-apiservers and etcds ran with " + procs + ", in both placements."
 }

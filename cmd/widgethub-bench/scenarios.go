@@ -117,7 +117,7 @@ type floodSize struct {
 // on the flooded member before and after the floods. Throughput is compared
 // with the higher 8-writer ceiling of the two, the harder comparison.
 func (b *benchmark) fairness(ctx context.Context, impls []string) error {
-	return b.floodsPlaced(ctx, impls, floodSize{widgets: b.floodWidgets, fairnessRow: rowFairness, drainRow: rowDrain, main: true})
+	return b.floodsPlaced(ctx, impls, b.placements, floodSize{widgets: b.floodWidgets, fairnessRow: rowFairness, drainRow: rowDrain, main: true})
 }
 
 // largeFlood is fairness with largeFloodWidgets, without the peer at
@@ -125,12 +125,16 @@ func (b *benchmark) fairness(ctx context.Context, impls []string) error {
 // window.
 func (b *benchmark) largeFlood(ctx context.Context, impls []string) error {
 	impls = slices.DeleteFunc(slices.Clone(impls), func(impl string) bool { return impl == peer })
-	return b.floodsPlaced(ctx, impls, floodSize{widgets: b.largeFloodWidgets, fairnessRow: rowFairnessLarge, drainRow: rowDrainLarge})
+	places := b.placements
+	if !b.largeFloodOwn {
+		places = slices.DeleteFunc(slices.Clone(places), func(p placement) bool { return p == own })
+	}
+	return b.floodsPlaced(ctx, impls, places, floodSize{widgets: b.largeFloodWidgets, fairnessRow: rowFairnessLarge, drainRow: rowDrainLarge})
 }
 
-// floodsPlaced measures the flood of size in each placement.
-func (b *benchmark) floodsPlaced(ctx context.Context, impls []string, size floodSize) error {
-	for _, p := range b.placements {
+// floodsPlaced measures the flood of size in each of places.
+func (b *benchmark) floodsPlaced(ctx context.Context, impls []string, places []placement, size floodSize) error {
+	for _, p := range places {
 		if err := b.place(p, b.members[:2], size.drainRow); err != nil {
 			return err
 		}
@@ -226,9 +230,16 @@ type floodOutcome struct {
 func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet member, size floodSize) (outcome floodOutcome, err error) {
 	const floodNS, quietNS = "flood", "quiet"
 	defer func() {
-		err = errors.Join(err, b.unregisterAll(ctx),
-			deleteWidgets(ctx, flooded.client, floodNS), deleteWidgets(ctx, quiet.client, quietNS))
+		err = errors.Join(err, b.unbudgeted(func() error {
+			return errors.Join(b.unregisterAll(ctx),
+				deleteWidgets(ctx, flooded.client, floodNS), deleteWidgets(ctx, quiet.client, quietNS))
+		}))
 	}()
+	// The members are filled and engaged without the placement's budgets,
+	// which the measurement sets again.
+	if err := b.liftBudgets(); err != nil {
+		return outcome, err
+	}
 	f, stopTrackers, err := b.newFlood(ctx, impl, flooded, quiet, floodNS, quietNS, size.widgets)
 	if err != nil {
 		return outcome, err
@@ -243,6 +254,9 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return outcome, err
 	}
 
+	if err := b.setBudgets(); err != nil {
+		return outcome, err
+	}
 	if err := b.quiesce(ctx, fmt.Sprintf("flood of %s (%s)", impl, b.placement)); err != nil {
 		return outcome, err
 	}
@@ -558,13 +572,16 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 	var trackers []*tracker
 	defer func() {
 		stopAll(trackers)
-		err = errors.Join(err, b.unregisterAll(ctx))
-		for _, m := range members {
-			err = errors.Join(err, deleteWidgets(ctx, m.client, ns))
-		}
+		err = errors.Join(err, b.unbudgeted(func() error {
+			errs := []error{b.unregisterAll(ctx)}
+			for _, m := range members {
+				errs = append(errs, deleteWidgets(ctx, m.client, ns))
+			}
+			return errors.Join(errs...)
+		}))
 	}()
 	// The Widgets are made, and deleted, without the placement's budgets.
-	if err := b.budget(colocated, nil); err != nil {
+	if err := b.liftBudgets(); err != nil {
 		return c, err
 	}
 	if trackers, err = b.trackWidgets(ctx, members, ns, widgets); err != nil {
@@ -576,10 +593,9 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 		}
 	}
 
-	if err := b.budget(b.placement, b.placedMembers); err != nil {
+	if err := b.setBudgets(); err != nil {
 		return c, err
 	}
-	defer func() { err = errors.Join(err, b.budget(colocated, nil)) }()
 	if err := b.quiesce(ctx, fmt.Sprintf("cold start of %s (%s)", impl, b.placement)); err != nil {
 		return c, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -47,6 +48,7 @@ type Fleet struct {
 
 	scheme     *kruntime.Scheme
 	memberCRDs []string
+	gomaxprocs int
 }
 
 // Options describe the fleet to start.
@@ -66,6 +68,10 @@ type Options struct {
 	AuditMembers bool
 	// AuditHub does the same for the hub's API server.
 	AuditHub bool
+	// GOMAXPROCS, when positive, is the GOMAXPROCS the fleet's
+	// kube-apiservers and etcds start with, AddMembers' too (see
+	// withGOMAXPROCS); zero keeps Go's default.
+	GOMAXPROCS int
 }
 
 // CRDPaths is config/crd/bases of this repository.
@@ -89,7 +95,8 @@ func Start(opts Options) (*Fleet, error) {
 	if opts.MemberCRDs == nil {
 		opts.MemberCRDs = CRDPaths()
 	}
-	f := &Fleet{Hub: &ControlPlane{Name: "hub", audit: opts.AuditHub}, scheme: opts.Scheme, memberCRDs: opts.MemberCRDs}
+	f := &Fleet{Hub: &ControlPlane{Name: "hub", audit: opts.AuditHub}, scheme: opts.Scheme, memberCRDs: opts.MemberCRDs,
+		gomaxprocs: opts.GOMAXPROCS}
 	planes := []*ControlPlane{f.Hub}
 	crds := [][]string{opts.HubCRDs}
 	for _, name := range opts.Members {
@@ -133,13 +140,35 @@ func (f *Fleet) addMembers(audit bool, names []string) ([]*ControlPlane, error) 
 
 // start starts planes in parallel, each with its CRDs.
 func (f *Fleet) start(planes []*ControlPlane, crds [][]string) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(planes))
-	for i, cp := range planes {
-		wg.Go(func() { errs[i] = cp.start(f.scheme, crds[i]) })
+	return withGOMAXPROCS(f.gomaxprocs, func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, len(planes))
+		for i, cp := range planes {
+			wg.Go(func() { errs[i] = cp.start(f.scheme, crds[i]) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+}
+
+// withGOMAXPROCS runs start with GOMAXPROCS set to procs (when positive)
+// in this process's environment, which the processes it starts inherit
+// (envtest has no environment of its own for them), and restores the
+// environment after it. This process's own runtime read GOMAXPROCS at its
+// start and keeps it.
+func withGOMAXPROCS(procs int, start func() error) error {
+	if procs <= 0 {
+		return start()
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	before, had := os.LookupEnv("GOMAXPROCS")
+	if err := os.Setenv("GOMAXPROCS", strconv.Itoa(procs)); err != nil {
+		return err
+	}
+	err := start()
+	if had {
+		return errors.Join(err, os.Setenv("GOMAXPROCS", before))
+	}
+	return errors.Join(err, os.Unsetenv("GOMAXPROCS"))
 }
 
 func (cp *ControlPlane) start(scheme *kruntime.Scheme, crds []string) error {
