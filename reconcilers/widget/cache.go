@@ -23,14 +23,14 @@ import (
 //   - of a Deployment: its identity, the labels and the pod template that
 //     DesiredDeployment sets (keys NameLabel, InstanceLabel, ManagedByLabel;
 //     the container named "widget", its name and image only), its Widget
-//     owner references, the managed fields of FieldManager's apply (which
-//     ExtractDeployment compares through) and its status; annotations (the
-//     revision, kubectl's last-applied configuration), other managers'
-//     fields and the rest of the pod template go.
+//     owner references, its replicas and selector, and its status;
+//     annotations (the revision, kubectl's last-applied configuration),
+//     managed fields (upToDate compares values, not owners) and the rest of
+//     the pod template go.
 //
 // Fields the API server defaults and nothing reads go too: a Deployment's
 // strategy, revision history limit and progress deadline. Strings that every
-// object repeats (label keys, the manager, condition types and reasons) are
+// object repeats (label keys, condition types and reasons) are
 // replaced by this package's constants, and the name where it repeats, so
 // that each object does not hold copies of its own; the Deployment's
 // selector shares the map of its pod template's labels when the two are
@@ -65,7 +65,7 @@ func trimDeployment(d *appsv1.Deployment) {
 	trimMeta(&d.ObjectMeta)
 	d.Labels = onlyKeys(d.Labels, d.Name, NameLabel, InstanceLabel, ManagedByLabel)
 	d.OwnerReferences = widgetOwners(d.OwnerReferences, d.Name)
-	d.ManagedFields = appliedBy(d.ManagedFields, FieldManager)
+	d.ManagedFields = nil
 
 	// Defaulted by the API server; widgethub neither sets nor reads them.
 	d.Spec.Strategy = appsv1.DeploymentStrategy{}
@@ -151,27 +151,13 @@ func widgetOwners(refs []metav1.OwnerReference, name string) []metav1.OwnerRefer
 	return kept
 }
 
-// appliedBy are the entries of manager's server-side apply to the object
-// itself (not a subresource) among entries: those ExtractDeployment reads.
-func appliedBy(entries []metav1.ManagedFieldsEntry, manager string) []metav1.ManagedFieldsEntry {
-	var kept []metav1.ManagedFieldsEntry
-	for _, e := range entries {
-		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
-			e.Manager, e.Operation = manager, metav1.ManagedFieldsOperationApply
-			e.APIVersion, e.FieldsType = canonical(e.APIVersion), canonical(e.FieldsType)
-			kept = append(kept, e)
-		}
-	}
-	return kept
-}
-
 var widgetAPIVersion = v1alpha1.GroupVersion.String()
 
 // canonicals are the strings cached objects repeat, each held once.
 var canonicals = func() map[string]string {
 	m := map[string]string{}
 	for _, s := range []string{
-		nameValue, managedByValue, widgetAPIVersion, "apps/v1", "FieldsV1",
+		nameValue, managedByValue, widgetAPIVersion,
 		string(metav1.ConditionTrue), string(metav1.ConditionFalse), string(metav1.ConditionUnknown),
 		v1alpha1.WidgetReady, v1alpha1.WidgetReconciling, v1alpha1.WidgetStalled,
 		v1alpha1.WidgetAvailableReason, v1alpha1.WidgetProgressingReason, v1alpha1.WidgetDeploymentFailedReason,
