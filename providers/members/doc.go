@@ -63,7 +63,11 @@
 //     writes what was seen into the MemberCluster (status.go): Ready, the
 //     kstatus conditions Reconciling or Stalled, CredentialsExpiring,
 //     Pinned and servedBy, an Event on the registering object when
-//     readiness changes, and the per-member metrics (metrics.go).
+//     readiness changes, and the per-member metrics (metrics.go). The
+//     status is written onto the version it was computed from, never over
+//     newer conditions: when the read was behind, it is computed again from
+//     the API server's copy, or, if another registration of the name took
+//     the MemberCluster over meanwhile, the reconcile fails and is retried.
 //
 // # Workers
 //
@@ -95,7 +99,10 @@
 //
 // So a new registration, a healthy member's probe or a member taken over
 // from a dead replica waits about a second for a worker, however many
-// registrations hang. Not cut short, and held to their own bounds: a
+// registrations are known to hang. Registrations not tried yet look alike and
+// are served in arrival order: one that arrives behind N new ones that hang
+// waits about a second per Options.ConcurrentEngagements of them, until each
+// has been cut short once. Not cut short, and held to their own bounds: a
 // hand-over's drain (cutting it would let two replicas write to the member
 // together sooner than DrainTimeout allows), a renewal's TokenRequest (at
 // most one per half-life) and the discovery of a parked member's probe (the

@@ -1,6 +1,7 @@
 package members_test
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,18 +22,7 @@ import (
 func TestMemberClusterLeftByAnotherRegistrationIsOwnedByTheServedOne(t *testing.T) {
 	const name = "leftover"
 	ctx, hub := t.Context(), testFleet.Hub.Client
-	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hubNS}}
-	if err := hub.Create(ctx, other); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hub.Delete(ctx, other) })
-	left := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hubNS}}
-	if err := controllerutil.SetControllerReference(other, left, hub.Scheme()); err != nil {
-		t.Fatal(err)
-	}
-	if err := hub.Create(ctx, left); err != nil {
-		t.Fatal(err)
-	}
+	_, left := memberClusterOwnedByAnother(t, name)
 	// A status about the other registration's member, with a condition of
 	// a type the engine never writes: it survives any status write but a
 	// reset.
@@ -62,4 +52,26 @@ func TestMemberClusterLeftByAnotherRegistrationIsOwnedByTheServedOne(t *testing.
 	if len(mc.OwnerReferences) != 1 {
 		t.Errorf("MemberCluster %s has owners %+v, want its Secret alone", name, mc.OwnerReferences)
 	}
+}
+
+// memberClusterOwnedByAnother creates on the hub a MemberCluster called name
+// whose controller is owner, a ConfigMap of the same name standing for a
+// registration of another kind; both go when the test ends.
+func memberClusterOwnedByAnother(t *testing.T, name string) (owner *corev1.ConfigMap, mc *v1alpha1.MemberCluster) {
+	t.Helper()
+	ctx, hub := t.Context(), testFleet.Hub.Client
+	owner = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hubNS}}
+	if err := hub.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Delete(context.Background(), owner) })
+	mc = &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hubNS}}
+	if err := controllerutil.SetControllerReference(owner, mc, hub.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Delete(context.Background(), mc) })
+	return owner, mc
 }

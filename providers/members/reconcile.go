@@ -2,7 +2,6 @@ package members
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -103,7 +102,12 @@ func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceControlle
 	writer, _ := sc.Source.(TokenWriter)
 	m.renew(ctx, reg, writer, &obs)
 	if err := p.recordStatus(ctx, reg.Owner, obs); err != nil {
-		return reconcile.Result{}, v1alpha1.PrintableError(errors.Join(obs.err, err))
+		// Retried even after a terminal outcome: that outcome is not shown
+		// until the write succeeds.
+		if obs.err != nil {
+			err = fmt.Errorf("%s; %w", obs.err.Error(), err)
+		}
+		return reconcile.Result{}, v1alpha1.PrintableError(err)
 	}
 	return obs.result, v1alpha1.PrintableError(obs.err)
 }
@@ -207,9 +211,12 @@ func (p *Provider) controlledMemberCluster(ctx context.Context, c claim) (*v1alp
 	return mc, nil
 }
 
-// deleteMemberCluster deletes mc unless it changed hands since it was read.
+// deleteMemberCluster deletes mc unless it changed since it was read: another
+// registration of the same name may have made it its own meanwhile (reown
+// keeps its UID). A conflict is returned, so that the caller reads it again.
 func (p *Provider) deleteMemberCluster(ctx context.Context, mc *v1alpha1.MemberCluster) error {
-	if err := p.hub.Delete(ctx, mc, client.Preconditions{UID: &mc.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	unchanged := client.Preconditions{UID: &mc.UID, ResourceVersion: &mc.ResourceVersion}
+	if err := p.hub.Delete(ctx, mc, unchanged); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete MemberCluster %s: %w", client.ObjectKeyFromObject(mc), err)
 	}
 	return nil

@@ -311,13 +311,21 @@ func (s *sharded) deferLocked(name string, wait time.Duration) {
 }
 
 // assignPending computes the assignment the members asked about in a burst
-// wait for, unless one was computed since.
+// wait for, unless one was computed since. A timer that fires late, after
+// owner computed one itself, waits out assignEvery again: the members
+// deferred since are decided by the next computation, not a second one
+// straight after.
 func (s *sharded) assignPending() {
 	live := s.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.due = false
 	if len(s.pending) == 0 || s.ctx.Err() != nil {
+		return
+	}
+	if wait := time.Until(s.assignedAt.Add(assignEvery)); wait > 0 {
+		s.due = true
+		time.AfterFunc(wait, s.assignPending)
 		return
 	}
 	if _, err := s.assignLocked(s.ctx, live, "", nil); err != nil {

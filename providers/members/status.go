@@ -41,7 +41,31 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 			return err
 		}
 	}
+	err := p.writeStatus(ctx, owner, mc, obs)
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	// mc was behind: most often the cache, which has not seen this
+	// registration's last write yet. Once more from the API server, if owner
+	// still controls the MemberCluster; else the conflict is retried, and
+	// the retry reads afresh whether this registration still serves it.
+	live := &v1alpha1.MemberCluster{}
+	if getErr := p.apiReader.Get(ctx, client.ObjectKeyFromObject(mc), live); getErr != nil || !controlledBy(live, owner) {
+		return err
+	}
+	return p.writeStatus(ctx, owner, live, obs)
+}
 
+// controlledBy tells whether owner is mc's controller.
+func controlledBy(mc *v1alpha1.MemberCluster, owner client.Object) bool {
+	controller := metav1.GetControllerOfNoCopy(mc)
+	return controller != nil && controller.UID == owner.GetUID()
+}
+
+// writeStatus writes what obs saw into mc, as read, and records a hub Event
+// on owner when Ready changes.
+func (p *Provider) writeStatus(ctx context.Context, owner client.Object, mc *v1alpha1.MemberCluster, obs observation) error {
+	name := owner.GetName()
 	status := *mc.Status.DeepCopy()
 	cond := metav1.Condition{Type: v1alpha1.MemberReady, Status: metav1.ConditionFalse, Reason: obs.reason,
 		Message: v1alpha1.TruncateMessage(obs.message)}
@@ -80,7 +104,11 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 		return nil
 	}
 	status.LastProbeTime = &now
-	patch := client.MergeFrom(mc.DeepCopy())
+	// The status is computed from mc as read: written only onto that
+	// version, so that a write from a stale cache, or from a registration
+	// that lost the name meanwhile, cannot put back what a newer write
+	// (another registration's reown, say) replaced.
+	patch := client.MergeFromWithOptions(mc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	mc.Status = status
 	if err := p.hub.Status().Patch(ctx, mc, patch); err != nil {
 		return fmt.Errorf("patch MemberCluster %s status: %w", name, err)
@@ -117,7 +145,7 @@ func (p *Provider) memberCluster(ctx context.Context, owner client.Object, creat
 	case err != nil:
 		return nil, fmt.Errorf("get MemberCluster %s: %w", name, err)
 	}
-	if controller := metav1.GetControllerOfNoCopy(mc); controller == nil || controller.UID != owner.GetUID() {
+	if !controlledBy(mc, owner) {
 		return p.reown(ctx, owner, mc)
 	}
 	return mc, nil
@@ -130,6 +158,13 @@ func (p *Provider) memberCluster(ctx context.Context, owner client.Object, creat
 // that one. Its status, which describes the other registration's member,
 // is cleared. The patch fails if mc changed since it was read.
 func (p *Provider) reown(ctx context.Context, owner client.Object, mc *v1alpha1.MemberCluster) (*v1alpha1.MemberCluster, error) {
+	// The status first: in between, the MemberCluster shows its old owner
+	// and no status, never the new owner with the old one's status.
+	statusPatch := client.MergeFromWithOptions(mc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	mc.Status = v1alpha1.MemberClusterStatus{}
+	if err := p.hub.Status().Patch(ctx, mc, statusPatch); err != nil {
+		return nil, fmt.Errorf("clear the status of MemberCluster %s: %w", mc.Name, err)
+	}
 	patch := client.MergeFromWithOptions(mc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	mc.OwnerReferences = slices.DeleteFunc(mc.OwnerReferences, func(ref metav1.OwnerReference) bool {
 		return ptr.Deref(ref.Controller, false)
@@ -139,11 +174,6 @@ func (p *Provider) reown(ctx context.Context, owner client.Object, mc *v1alpha1.
 	}
 	if err := p.hub.Patch(ctx, mc, patch); err != nil {
 		return nil, fmt.Errorf("own MemberCluster %s: %w", mc.Name, err)
-	}
-	statusPatch := client.MergeFrom(mc.DeepCopy())
-	mc.Status = v1alpha1.MemberClusterStatus{}
-	if err := p.hub.Status().Patch(ctx, mc, statusPatch); err != nil {
-		return nil, fmt.Errorf("clear the status of MemberCluster %s: %w", mc.Name, err)
 	}
 	return mc, nil
 }
