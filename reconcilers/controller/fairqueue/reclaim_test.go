@@ -129,11 +129,14 @@ func TestQuietMemberGetsAWorkerHoweverManyMembersGoSilentAtOnce(t *testing.T) {
 				q.mu.Unlock()
 			}
 			// Silent halfway through their backlogs: every member still has
-			// requests queued, and the workers are spread over them.
-			f := startFleet(t, q, workers, int64(c.members*backlog/2))
+			// requests queued, and the workers are spread over them. The
+			// backlogs are queued before the workers start: otherwise the
+			// first members could be drained while the test still adds the
+			// others' requests, and go silent holding nothing.
 			for i := range c.members {
 				addN(q, fmt.Sprint("silent-", i), backlog)
 			}
+			f := startFleet(t, q, workers, int64(c.members*backlog/2))
 			<-f.silenced
 			// Their requests in flight hang, and so do the ones the workers
 			// take after, up to the silent members' bounds.
