@@ -305,9 +305,14 @@ func (s *sharded) deferLocked(name string, wait time.Duration) {
 	}
 	s.pending[name] = true
 	if !s.due {
-		s.due = true
-		time.AfterFunc(wait, s.assignPending)
+		s.dueAfterLocked(wait)
 	}
+}
+
+// dueAfterLocked schedules assignPending after wait.
+func (s *sharded) dueAfterLocked(wait time.Duration) {
+	s.due = true
+	time.AfterFunc(wait, s.assignPending)
 }
 
 // assignPending computes the assignment the members asked about in a burst
@@ -324,14 +329,12 @@ func (s *sharded) assignPending() {
 		return
 	}
 	if wait := time.Until(s.assignedAt.Add(assignEvery)); wait > 0 {
-		s.due = true
-		time.AfterFunc(wait, s.assignPending)
+		s.dueAfterLocked(wait)
 		return
 	}
 	if _, err := s.assignLocked(s.ctx, live, "", nil); err != nil {
 		s.log.Error(err, "Could not share the members among replicas; trying again", "waiting", len(s.pending))
-		s.due = true
-		time.AfterFunc(assignEvery, s.assignPending)
+		s.dueAfterLocked(assignEvery)
 	}
 }
 
