@@ -35,6 +35,12 @@ func probesOf(cluster string) uint64 {
 	return n
 }
 
+// hangingRuns counts the runs of TestHangingRegistrationsLeaveWorkers, whose
+// registrations are named afresh in each: the engine's queue remembers a
+// registration that was cut short until its last retry is done, so names of
+// an earlier run (-count=2) would be bounded as hanging from the start.
+var hangingRuns int
+
 // Forty registrations whose member passes its checks and then never answers
 // its cache's lists (each would hold a registration worker for the whole
 // sync timeout) hold a bounded share of the workers once each has been seen
@@ -54,6 +60,8 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	)
 	alpha, beta, gamma := testFleet.Member("alpha"), testFleet.Member("beta"), testFleet.Member("gamma")
 	opts := engineOptions()
+	hangingRuns++
+	hangingName := func(i int) string { return fmt.Sprintf("hanging-%d-%02d", hangingRuns, i) }
 	if members.DefaultConcurrentEngagements >= hanging {
 		t.Fatalf("%d hanging registrations do not outnumber the %d workers", hanging, members.DefaultConcurrentEngagements)
 	}
@@ -95,7 +103,7 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	}()
 
 	for i := range hanging {
-		name := fmt.Sprintf("hanging-%02d", i)
+		name := hangingName(i)
 		hubtest.RegisterData(t, name, map[string][]byte{"kubeconfig": kubeconfig})
 		t.Cleanup(func() { hubtest.Unregister(t, name) })
 	}
@@ -103,7 +111,7 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 		"cache lists of the hanging registrations held by the front")
 	// Each has been seen to hang: its first engagement was cut short.
 	for i := range hanging {
-		hubtest.ExpectMemberReady(t, fmt.Sprintf("hanging-%02d", i), metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+		hubtest.ExpectMemberReady(t, hangingName(i), metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
 	}
 	g.Eventually(func() int { return len(front.Held()) }, hubtest.Within, hubtest.Poll).ShouldNot(BeZero(),
 		"cache lists of the hanging registrations, tried again, held by the front")
@@ -144,6 +152,6 @@ func TestHangingRegistrationsLeaveWorkers(t *testing.T) {
 	if limit := time.Duration(opts.FailureThreshold)*(opts.ProbeInterval+opts.ProbeTimeout) + probeSlack; unreachable > limit {
 		t.Errorf("a member that went away was Unreachable after %s, more than %s, while %d registrations hang", unreachable.Round(time.Millisecond), limit, hanging)
 	}
-	mc := hubtest.ExpectMemberReady(t, "hanging-00", metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
+	mc := hubtest.ExpectMemberReady(t, hangingName(0), metav1.ConditionFalse, v1alpha1.MemberUnreachableReason)
 	t.Logf("a hanging registration shows: %s", hubtest.ReadyConditionOf(mc).Message)
 }
