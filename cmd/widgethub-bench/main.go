@@ -203,6 +203,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "-placement:", err)
 		os.Exit(2)
 	}
+	// The charts are drawn after the last row: a directory that cannot be
+	// made fails the run now, not after an hour of measuring.
+	if *chartDir != "" {
+		if err := os.MkdirAll(*chartDir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "-chart-dir:", err)
+			os.Exit(2)
+		}
+	}
 	managerArgs := []string{
 		fmt.Sprintf("-member-qps=%g", opts.MemberQPS),
 		fmt.Sprintf("-member-burst=%d", opts.MemberBurst),
