@@ -29,10 +29,7 @@ func TestBurstOfRegistrationsIsAssignedEveryHundredMilliseconds(t *testing.T) {
 	start := time.Now()
 	for i := range n {
 		name := fmt.Sprintf("member-%03d", i)
-		reg := Registration{Owner: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}}
-		mu.Lock()
-		f.regs = append(f.regs, reg)
-		mu.Unlock()
+		reg := f.register(name)
 		owner, err := s.owner(ctx, name, &reg)
 		if err != nil {
 			t.Fatal(err)
@@ -91,8 +88,9 @@ func TestBurstOfRegistrationsIsAssignedEveryHundredMilliseconds(t *testing.T) {
 func TestLateTimerWaitsOutTheInterval(t *testing.T) {
 	f := newTwoReplicas(t)
 	s := f.sharded
-	f.register("member-0", "member-1")
-	if _, err := s.owner(s.ctx, "member-0", &f.regs[0]); err != nil {
+	first := f.register("member-0")
+	f.register("member-1")
+	if _, err := s.owner(s.ctx, "member-0", &first); err != nil {
 		t.Fatal(err)
 	}
 	// As the timer left it: member-1 deferred, its computation due but late,
@@ -101,12 +99,12 @@ func TestLateTimerWaitsOutTheInterval(t *testing.T) {
 	s.pending, s.due = map[string]bool{"member-1": true}, true
 	s.assignedAt = time.Now().Add(-2 * assignEvery)
 	s.mu.Unlock()
-	f.register("member-2")
-	if _, err := s.owner(s.ctx, "member-2", &f.regs[2]); err != nil {
+	reg := f.register("member-2")
+	if _, err := s.owner(s.ctx, "member-2", &reg); err != nil {
 		t.Fatal(err)
 	}
-	f.register("member-3")
-	if _, err := s.owner(s.ctx, "member-3", &f.regs[3]); err != nil {
+	reg = f.register("member-3")
+	if _, err := s.owner(s.ctx, "member-3", &reg); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.computed(); got != 2 {
@@ -166,12 +164,13 @@ func newTwoReplicas(t *testing.T) *twoReplicas {
 	return f
 }
 
-func (f *twoReplicas) register(names ...string) {
+// register adds a registration of the member called name, and returns it.
+func (f *twoReplicas) register(name string) Registration {
+	reg := Registration{Owner: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, name := range names {
-		f.regs = append(f.regs, Registration{Owner: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}})
-	}
+	f.regs = append(f.regs, reg)
+	return reg
 }
 
 func (f *twoReplicas) computed() int {
