@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // providersValue is an access provider file, as clusterProfiles.providers
@@ -79,13 +79,13 @@ func TestChartTurnsClusterProfilesOn(t *testing.T) {
 		t.Fatalf("ConfigMap %s has no key %s: %v", cm.Name, filepath.Base(file), cm.Data)
 	}
 
-	// What the manager reads at start: clusters.LoadAccessProviders, which
+	// What the manager reads at start: connect.LoadAccessProviders, which
 	// refuses what cluster-inventory-api's JSON loader would not read.
 	local := filepath.Join(t.TempDir(), filepath.Base(file))
 	if err := os.WriteFile(local, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := clusters.LoadAccessProviders(local)
+	loaded, err := connect.LoadAccessProviders(local)
 	if err != nil {
 		t.Fatalf("the manager would not start with the chart's provider file: %v\n%s", err, content)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -54,11 +55,11 @@ func startHostileMember(t *testing.T) *hostileMember {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clusters.RESTConfig(kubeconfig, clusters.ConfigOptions{MaxResponseBytes: responseLimit, RequestTimeout: 10 * time.Second})
+	cfg, err := connect.RESTConfig(kubeconfig, connect.ConfigOptions{MaxResponseBytes: responseLimit, RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New("hostile", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log})
+	member, err := clusters.New("hostile", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 			start := time.Now()
 			n := allocated(func() { err = tc.do() })
 			t.Logf("failed after %s, %.1f MiB allocated (bound %.0f MiB): %v", time.Since(start).Round(time.Millisecond), float64(n)/(1<<20), float64(tc.maxAlloc)/(1<<20), err)
-			if !errors.Is(err, clusters.ErrResponseTooLarge) {
+			if !errors.Is(err, connect.ErrResponseTooLarge) {
 				t.Fatalf("err = %v, want ErrResponseTooLarge", err)
 			}
 			if n > tc.maxAlloc {
@@ -149,11 +150,11 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 
 	t.Run("the next probe reports a refused answer", func(t *testing.T) {
 		h.answer(t, widgetsPath, false, fleet.EndlessBody(`{"items":[`))
-		if err := h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default")); !errors.Is(err, clusters.ErrResponseTooLarge) {
+		if err := h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default")); !errors.Is(err, connect.ErrResponseTooLarge) {
 			t.Fatalf("list: %v, want ErrResponseTooLarge", err)
 		}
 		h.front.Clear()
-		if _, err := h.member.Preflight(ctx, 10*time.Second, &v1alpha1.Widget{}); !errors.Is(err, clusters.ErrResponseTooLarge) {
+		if _, err := h.member.Preflight(ctx, 10*time.Second, &v1alpha1.Widget{}); !errors.Is(err, connect.ErrResponseTooLarge) {
 			t.Fatalf("first probe after the refusal: %v, want ErrResponseTooLarge", err)
 		}
 		if _, err := h.member.Preflight(ctx, 10*time.Second, &v1alpha1.Widget{}); err != nil {
@@ -166,10 +167,10 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 		var err error
 		n := allocated(func() { err = watchToEnd(ctx, h.member) })
 		t.Logf("%.1f MiB allocated: %v", float64(n)/(1<<20), err)
-		if !errors.Is(err, clusters.ErrResponseTooLarge) {
+		if !errors.Is(err, connect.ErrResponseTooLarge) {
 			t.Fatalf("watch: %v, want ErrResponseTooLarge", err)
 		}
-		if max := uint64(4*clusters.MaxEventBytes + 8<<20); n > max {
+		if max := uint64(4*connect.MaxEventBytes + 8<<20); n > max {
 			t.Fatalf("the process allocated %d bytes, more than the %d allowed", n, max)
 		}
 	})
@@ -222,7 +223,7 @@ func TestEndlessWatchEventFailsTheProbe(t *testing.T) {
 	NewWithT(t).Eventually(func() error {
 		_, err := h.member.Preflight(ctx, 10*time.Second, &v1alpha1.Widget{})
 		return err
-	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(clusters.ErrResponseTooLarge))
+	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(connect.ErrResponseTooLarge))
 }
 
 // A member that answers with a redirect, to a plain-HTTP or an HTTPS host
@@ -252,10 +253,10 @@ func TestRedirectsAreRefused(t *testing.T) {
 				checks := map[string]error{}
 				_, checks["version"] = h.member.Version(ctx)
 				checks["list"] = h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))
-				_, _, checks["token request"] = h.member.RenewToken(ctx, clusters.TokenClaims{Namespace: "default", ServiceAccount: "hostile",
+				_, _, checks["token request"] = h.member.RenewToken(ctx, connect.TokenClaims{Namespace: "default", ServiceAccount: "hostile",
 					IssuedAt: time.Now(), Expiry: time.Now().Add(time.Hour)}, time.Hour)
 				for what, err := range checks {
-					if !errors.Is(err, clusters.ErrRedirectRefused) {
+					if !errors.Is(err, connect.ErrRedirectRefused) {
 						t.Errorf("%s: %v, want ErrRedirectRefused", what, err)
 					} else if strings.Contains(err.Error(), "l0cation-secret") || strings.Contains(err.Error(), rec.URL()) {
 						t.Errorf("%s: the error names the Location: %v", what, err)

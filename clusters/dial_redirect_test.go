@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -40,7 +40,7 @@ func TestRedirectsToRefusedAddressesAreNeitherFollowedNorConnected(t *testing.T)
 			return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))
 		},
 		"token request": func() error {
-			_, _, err := h.member.RenewToken(ctx, clusters.TokenClaims{Namespace: "default", ServiceAccount: "hostile",
+			_, _, err := h.member.RenewToken(ctx, connect.TokenClaims{Namespace: "default", ServiceAccount: "hostile",
 				IssuedAt: time.Now(), Expiry: time.Now().Add(time.Hour)}, time.Hour)
 			return err
 		},
@@ -52,7 +52,7 @@ func TestRedirectsToRefusedAddressesAreNeitherFollowedNorConnected(t *testing.T)
 				defer h.front.Clear()
 				_, before := h.front.Requests()
 				for what, do := range requests {
-					if err := do(); !errors.Is(err, clusters.ErrRedirectRefused) {
+					if err := do(); !errors.Is(err, connect.ErrRedirectRefused) {
 						t.Errorf("%s: %v, want ErrRedirectRefused", what, err)
 					}
 				}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -27,11 +28,11 @@ func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 	if err := fleet.EnsureNamespace(context.Background(), alpha.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clusters.RESTConfig(alpha.Kubeconfig, clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(alpha.Kubeconfig, connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New(name, cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log.WithName(name)})
+	member, err := clusters.New(name, cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log.WithName(name)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 // start one, so the fuzz targets' workers start none.
 func startMember(t *testing.T) *fleet.ControlPlane {
 	t.Helper()
-	f, err := fleet.Start(fleet.Options{Members: []string{"member"}, Scheme: clusters.NewScheme()})
+	f, err := fleet.Start(fleet.Options{Members: []string{"member"}, Scheme: connect.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // maxGroupVersionBytes bounds a member's answer to the discovery of one
@@ -126,7 +128,7 @@ func (g *groupVersionMapper) discover(gv schema.GroupVersion) (*metav1.APIResour
 		path = "/api/" + gv.Version
 	}
 	list := &metav1.APIResourceList{}
-	ctx := withResponseLimit(context.Background(), maxGroupVersionBytes)
+	ctx := connect.WithResponseLimit(context.Background(), maxGroupVersionBytes)
 	if err := g.client.Get().AbsPath(path).Do(ctx).Into(list); err != nil {
 		return nil, err
 	}

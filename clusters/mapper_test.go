@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -47,7 +48,7 @@ func (p *pathRecorder) take() []string {
 // not every group the member serves (a quarter of the hub's heap per member
 // when it did), and asks again after a miss: a CRD installed later is found.
 func TestMemberMapperDiscoversOneGroupVersion(t *testing.T) {
-	f, err := fleet.Start(fleet.Options{BareMembers: []string{"bare"}, Scheme: clusters.NewScheme()})
+	f, err := fleet.Start(fleet.Options{BareMembers: []string{"bare"}, Scheme: connect.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +58,13 @@ func TestMemberMapperDiscoversOneGroupVersion(t *testing.T) {
 		}
 	})
 	cp := f.Member("bare")
-	cfg, err := clusters.RESTConfig(cp.Kubeconfig, clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(cp.Kubeconfig, connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &pathRecorder{}
 	cfg.REST.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
-	m, err := clusters.New("bare", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log})
+	m, err := clusters.New("bare", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestMemberMapperBoundsTheDiscoveryAnswer(t *testing.T) {
 		_, _ = w.Write([]byte(strings.Repeat(entry, (2<<20)/len(entry))))
 		_, _ = w.Write([]byte(`{"name":"widgets","namespaced":true,"kind":"Widget","verbs":["get"]}]}`))
 	}))
-	if _, err := h.member.GetRESTMapper().RESTMapping(widgetKind, "v1alpha1"); !errors.Is(err, clusters.ErrResponseTooLarge) {
-		t.Errorf("a 2 MiB discovery answer: got %v, want %v", err, clusters.ErrResponseTooLarge)
+	if _, err := h.member.GetRESTMapper().RESTMapping(widgetKind, "v1alpha1"); !errors.Is(err, connect.ErrResponseTooLarge) {
+		t.Errorf("a 2 MiB discovery answer: got %v, want %v", err, connect.ErrResponseTooLarge)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // ErrKindMissing is wrapped when a member does not serve a kind the operator watches
@@ -86,11 +88,11 @@ type MemberOptions struct {
 }
 
 // New builds a Member named name from cfg; it does not contact the member.
-func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
+func New(name string, cfg *connect.Config, opts MemberOptions) (*Member, error) {
 	log := opts.Logger
 	dial := cfg.REST.Dial
 	if dial == nil {
-		dial = Dialer(false).DialContext
+		dial = connect.Dialer(false).DialContext
 	}
 	m := &Member{name: name, log: log, events: newEventBudget(), conns: &connections{
 		dial: dial,
@@ -102,7 +104,7 @@ func New(name string, cfg *Config, opts MemberOptions) (*Member, error) {
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &stoppable{member: m, next: &deadline{timeout: cfg.RequestTimeout, next: rt}}
 	})
-	httpClient, err := HTTPClientFor(restCfg)
+	httpClient, err := connect.HTTPClientFor(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("member %q: http client: %w", name, err)
 	}
@@ -320,7 +322,7 @@ func (s *stoppable) RoundTrip(req *http.Request) (*http.Response, error) {
 // a refusal in a watch or a reconcile, whose errors are not the probe's,
 // still reaches the member's status (see takeRefusal).
 func (m *Member) noteRefusal(err error) {
-	if errors.Is(err, ErrResponseTooLarge) || errors.Is(err, ErrRedirectRefused) {
+	if errors.Is(err, connect.ErrResponseTooLarge) || errors.Is(err, connect.ErrRedirectRefused) {
 		m.refused.Store(&err)
 	}
 }
@@ -432,7 +434,7 @@ type deadline struct {
 }
 
 func (d *deadline) RoundTrip(req *http.Request) (*http.Response, error) {
-	if d.timeout <= 0 || isWatch(req) {
+	if d.timeout <= 0 || connect.IsWatch(req) {
 		return d.next.RoundTrip(req)
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), d.timeout)
@@ -454,11 +456,6 @@ func (d *deadline) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // WrappedRoundTripper lets client-go's utilities reach the transport below.
 func (d *deadline) WrappedRoundTripper() http.RoundTripper { return d.next }
-
-func isWatch(req *http.Request) bool {
-	w := req.URL.Query().Get("watch")
-	return w == "true" || w == "1"
-}
 
 // cancelOnClose releases a request's deadline once its body is read and closed.
 type cancelOnClose struct {

@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -63,11 +64,11 @@ func silentMember(t *testing.T) (kubeconfig []byte, watches chan struct{}) {
 func TestMemberRequestsHaveADeadline(t *testing.T) {
 	data, watches := silentMember(t)
 	const timeout = 300 * time.Millisecond
-	cfg, err := clusters.RESTConfig(data, clusters.ConfigOptions{RequestTimeout: timeout})
+	cfg, err := connect.RESTConfig(data, connect.ConfigOptions{RequestTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New("silent", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log})
+	member, err := clusters.New("silent", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +149,12 @@ func TestMemberCacheHoldsOnlySelectedObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := clusters.RESTConfig(cp.Kubeconfig, clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(cp.Kubeconfig, connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	member, err := clusters.New("crowded", cfg, clusters.MemberOptions{
-		Scheme: clusters.NewScheme(), Logger: ctrl.Log,
+		Scheme: connect.NewScheme(), Logger: ctrl.Log,
 		CacheByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: labels.SelectorFromSet(selected)}},
 	})
 	if err != nil {

@@ -13,17 +13,18 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
 // boundedMember builds a member of cp whose caches hold at most max objects.
 func boundedMember(t *testing.T, cp *fleet.ControlPlane, max int) *clusters.Member {
 	t.Helper()
-	cfg, err := clusters.RESTConfig(cp.Kubeconfig, clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(cp.Kubeconfig, connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New("bounded", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log, MaxObjects: max})
+	member, err := clusters.New("bounded", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log, MaxObjects: max})
 	if err != nil {
 		t.Fatal(err)
 	}

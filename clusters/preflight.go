@@ -17,6 +17,25 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/widgethub/widgethub/clusters/connect"
+)
+
+// Bounds of the answers to a preflight's and a probe's requests, counted
+// after decompression (connect bounds every other answer).
+const (
+	// MaxVersionBytes bounds the answer to /version (about 400 bytes from a
+	// real API server) and MaxVersionLength the gitVersion taken from it.
+	MaxVersionBytes  = 4 << 10
+	MaxVersionLength = 64
+	// maxReadyzBytes bounds the answer to /readyz ("ok", or its checks).
+	maxReadyzBytes = 64 << 10
+	// maxOneObjectListBytes bounds the answer to the probe's list of one
+	// object: the largest object an API server stores (etcd takes requests
+	// of at most 1.5 MiB, kube-apiserver bodies of at most 3 MiB) and its
+	// list's envelope. An endless list answered to it under the answer
+	// bound cost a replica 223 MiB of RSS at every probe.
+	maxOneObjectListBytes = 4 << 20
 )
 
 // ErrNotReady is wrapped when the member's API server answers but is not ready
@@ -61,7 +80,7 @@ type probeKey struct{}
 // refusals the probe reports itself (see Member.noteRefusal), and bounds
 // their answers to limit bytes.
 func probeContext(ctx context.Context, limit int64) context.Context {
-	return withResponseLimit(context.WithValue(ctx, probeKey{}, true), limit)
+	return connect.WithResponseLimit(context.WithValue(ctx, probeKey{}, true), limit)
 }
 
 func isProbe(req *http.Request) bool {

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // The Widget every scenario works on, one in each member.
@@ -217,7 +217,7 @@ func registered(t *testing.T, hub *kube, name string) bool {
 // credential.
 func tokenStatus(t *testing.T, m *kube, reg *corev1.Secret) int {
 	t.Helper()
-	member, err := clusters.RESTConfig(reg.Data["kubeconfig"], clusters.ConfigOptions{})
+	member, err := connect.RESTConfig(reg.Data["kubeconfig"], connect.ConfigOptions{})
 	if err != nil || member.REST.BearerToken == "" {
 		t.Fatalf("the token of registration %s: %v", reg.Name, err)
 	}

@@ -15,7 +15,8 @@ layers=(
   "providers/kubeconfig providers/clusterprofile" # the registration sources
   "providers/members"                             # the engine
   "providers/sharding"                            # ownership through Leases
-  "clusters"                                      # one member's connection
+  "clusters"                                      # one member's cache and client
+  "clusters/connect"                              # how to reach a member, untrusted
   "reconcilers/controller"                        # the multi-cluster controller
   "reconcilers/controller/fairqueue"              # the shared fair queue
   "reconcilers/widget"                            # Widget -> Deployment

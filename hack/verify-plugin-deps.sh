@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Fails when kubectl widgethub, a tool for laptops, links the hub: the engine
-# and the sources (providers/...), the reconcilers, the test fleet
-# (internal/...), multicluster-runtime or controller-runtime's manager. The
-# plugin shares with the hub only the registration contract (api/registration),
-# the API types (api/v1alpha1), the member manifests (config) and the checks
-# of a kubeconfig (clusters). Only non-test dependencies count (go list -deps
-# without -test).
+# and the sources (providers/...), the hub's per-member type (clusters), the
+# reconcilers, the test fleet (internal/...), multicluster-runtime or
+# controller-runtime's manager, cluster and cache (and with them every
+# informer and typed clientset of client-go). The plugin shares with the hub
+# only the registration contract (api/registration), the API types
+# (api/v1alpha1), the member manifests (config) and the checks of a
+# kubeconfig (clusters/connect). Only non-test dependencies count (go list
+# -deps without -test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 
 module=$($GO list -m)
 plugin=./cmd/kubectl-widgethub
-forbidden="^(${module}/(providers|reconcilers|internal)|sigs\.k8s\.io/multicluster-runtime|sigs\.k8s\.io/controller-runtime/pkg/manager)(/|$)"
+forbidden="^(${module}/(providers|reconcilers|internal)(/|$)|${module}/clusters$|sigs\.k8s\.io/multicluster-runtime(/|$)|sigs\.k8s\.io/controller-runtime/pkg/(manager|cluster|cache)(/|$))"
 
 status=0
 contract=${module}/api/registration

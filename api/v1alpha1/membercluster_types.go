@@ -37,10 +37,10 @@ const (
 	MemberNoAccessProviderReason = "NoAccessProvider"
 	// MemberResponseTooLargeReason: an answer of the member (or one event of
 	// a watch) was larger than the hub accepts, counted after decompression;
-	// it was not read further (clusters.ErrResponseTooLarge).
+	// it was not read further (connect.ErrResponseTooLarge).
 	MemberResponseTooLargeReason = "ResponseTooLarge"
 	// MemberRedirectRefusedReason: the member answered with a redirect, which
-	// the hub never follows (clusters.ErrRedirectRefused).
+	// the hub never follows (connect.ErrRedirectRefused).
 	MemberRedirectRefusedReason = "RedirectRefused"
 	// MemberTooManyObjectsReason: the member's caches would hold more
 	// objects than the hub allows per member (--member-max-objects): they

@@ -16,7 +16,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -82,7 +82,7 @@ func TestShardedRenewalByTheServingReplicaOnly(t *testing.T) {
 		if err := testFleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 			return "", err
 		}
-		cfg, err := clusters.RESTConfig(s.Data[registration.SecretKey], clusters.ConfigOptions{})
+		cfg, err := connect.RESTConfig(s.Data[registration.SecretKey], connect.ConfigOptions{})
 		if err != nil {
 			return "", err
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -46,7 +46,7 @@ func (d *demo) registerThroughClusterProfile(ctx context.Context, a *fleet.Acces
 	if err := d.fleet.Hub.Client.Get(ctx, client.ObjectKey{Namespace: registration.DefaultNamespace, Name: name}, secret); err != nil {
 		return fmt.Errorf("read the registration of %s: %w", name, err)
 	}
-	cfg, err := clusters.RESTConfig(secret.Data[registration.SecretKey], clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(secret.Data[registration.SecretKey], connect.ConfigOptions{})
 	if err != nil {
 		return fmt.Errorf("the registration of %s: %w", name, err)
 	}
@@ -61,7 +61,7 @@ func (d *demo) registerThroughClusterProfile(ctx context.Context, a *fleet.Acces
 		return err
 	}
 
-	scheme := clusters.NewScheme()
+	scheme := connect.NewScheme()
 	if err := inventoryv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}

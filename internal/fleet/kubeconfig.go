@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -50,7 +50,7 @@ func (cp *ControlPlane) namedKubeconfig() (*clientcmdapi.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig of %q: %w", cp.Name, err)
 	}
-	cur, err := clusters.CurrentContext(raw)
+	cur, err := connect.CurrentContext(raw)
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig of %q: %w", cp.Name, err)
 	}

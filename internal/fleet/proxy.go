@@ -6,7 +6,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -113,7 +113,7 @@ func EditKubeconfig(kubeconfig []byte, edit func(cluster *clientcmdapi.Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	cur, err := clusters.CurrentContext(cfg)
+	cur, err := connect.CurrentContext(cfg)
 	if err != nil {
 		return nil, err
 	}

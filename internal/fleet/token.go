@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // ReissueToken signs a copy of token, a ServiceAccount token this control
@@ -34,7 +34,7 @@ import (
 // It signs with the key envtest gave the API server (sa-signer.key in its
 // certificate directory), which it accepts as one of its own.
 func (cp *ControlPlane) ReissueToken(token string, expiry time.Time) (string, error) {
-	payload, ok := clusters.JWTPayload(token)
+	payload, ok := connect.JWTPayload(token)
 	if !ok {
 		return "", errors.New("not a JWT")
 	}

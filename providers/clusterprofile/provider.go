@@ -16,7 +16,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -34,7 +34,7 @@ type Options struct {
 	// Access is the administrator's access provider file (LoadProviderFile).
 	Access *access.Config
 	// Config makes member configs (QPS, destination checks, ...).
-	Config clusters.ConfigOptions
+	Config connect.ConfigOptions
 }
 
 // Source is the registration source of ClusterProfiles: each ClusterProfile
@@ -100,10 +100,10 @@ func (s *Source) Registration(ctx context.Context, key types.NamespacedName) (*m
 }
 
 // Config builds the member config of reg's ClusterProfile (see config).
-func (s *Source) Config(reg *members.Registration) (*clusters.Config, error) {
+func (s *Source) Config(reg *members.Registration) (*connect.Config, error) {
 	profile, ok := reg.Owner.(*inventoryv1alpha1.ClusterProfile)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s is not a ClusterProfile", clusters.ErrInvalidKubeconfig, reg.Owner.GetName())
+		return nil, fmt.Errorf("%w: %s is not a ClusterProfile", connect.ErrInvalidKubeconfig, reg.Owner.GetName())
 	}
 	return s.config(profile)
 }
@@ -123,20 +123,20 @@ func (s *Source) List(ctx context.Context) ([]members.Registration, error) {
 	return regs, nil
 }
 
-// config builds the member config of profile (clusters.ProfileConfig); a
+// config builds the member config of profile (connect.ProfileConfig); a
 // profile naming none of the administrator's providers is refused with
 // NoAccessProvider, and nothing is run.
-func (s *Source) config(profile *inventoryv1alpha1.ClusterProfile) (*clusters.Config, error) {
-	cfg, err := clusters.ProfileConfig(profile, s.opts.Access, s.opts.Config)
-	if errors.Is(err, clusters.ErrNoAccessProvider) {
+func (s *Source) config(profile *inventoryv1alpha1.ClusterProfile) (*connect.Config, error) {
+	cfg, err := connect.ProfileConfig(profile, s.opts.Access, s.opts.Config)
+	if errors.Is(err, connect.ErrNoAccessProvider) {
 		return nil, &members.Refusal{Reason: v1alpha1.MemberNoAccessProviderReason, Err: err}
 	}
 	return cfg, err
 }
 
 // LoadProviderFile reads the administrator's access provider file:
-// clusters.LoadAccessProviders, which refuses the policies that would let a
+// connect.LoadAccessProviders, which refuses the policies that would let a
 // ClusterProfile add arguments or environment variables to the command.
 func LoadProviderFile(path string) (*access.Config, error) {
-	return clusters.LoadAccessProviders(path)
+	return connect.LoadAccessProviders(path)
 }

@@ -9,12 +9,12 @@ import (
 	"sigs.k8s.io/cluster-inventory-api/pkg/access"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
-// The profile's config is clusters.ProfileConfig's (its tests are in
-// clusters/profile_test.go); the source adds the Ready reason of a profile
+// The profile's config is connect.ProfileConfig's (its tests are in
+// clusters/connect/profile_test.go); the source adds the Ready reason of a profile
 // naming none of the administrator's providers.
 func TestConfigRefusesAProfileWithoutTheHubsProvider(t *testing.T) {
 	s := New(Options{Namespace: "widgethub-system", Access: access.New([]access.Provider{{Name: "tokens"}})}, nil)
@@ -25,12 +25,12 @@ func TestConfigRefusesAProfileWithoutTheHubsProvider(t *testing.T) {
 	}
 	var refusal *members.Refusal
 	_, err := s.config(profile("theirs", clientcmdv1.Cluster{Server: "https://member.example"}))
-	if !errors.As(err, &refusal) || refusal.Reason != v1alpha1.MemberNoAccessProviderReason || !errors.Is(err, clusters.ErrNoAccessProvider) {
+	if !errors.As(err, &refusal) || refusal.Reason != v1alpha1.MemberNoAccessProviderReason || !errors.Is(err, connect.ErrNoAccessProvider) {
 		t.Errorf("a profile naming only providers the hub lacks: %v, want a refusal %s", err, v1alpha1.MemberNoAccessProviderReason)
 	}
 	// Other errors keep their own reason (UnsafeKubeconfig here, by members).
 	_, err = s.config(profile("tokens", clientcmdv1.Cluster{Server: "https://member.example", ProxyURL: "http://proxy:3128"}))
-	if errors.As(err, &refusal) || !errors.Is(err, clusters.ErrUnsafeKubeconfig) {
+	if errors.As(err, &refusal) || !errors.Is(err, connect.ErrUnsafeKubeconfig) {
 		t.Errorf("a profile with a proxy: %v, want an unsafe kubeconfig error that is no refusal", err)
 	}
 }

@@ -8,7 +8,7 @@
 // Source turns such a Secret into a members.Registration: the Secret owns
 // the member's MemberCluster and receives its Events, the SHA-256 of the
 // kubeconfig tells a changed registration, and Config makes the member's
-// config with clusters.RESTConfig, refusing credential plugins (unless
+// config with connect.RESTConfig, refusing credential plugins (unless
 // allowed), files of the hub, proxies, impersonation and skipped TLS
 // verification. Engaging, probing, sharding, status and metrics are package
 // members'. The hub cache is scoped to that namespace and label

@@ -13,7 +13,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -38,7 +38,7 @@ func CacheOptions(opts cache.Options, namespace string) cache.Options {
 // named after it, with the kubeconfig in its registration.SecretKey data key.
 type Source struct {
 	namespace string
-	config    clusters.ConfigOptions
+	config    connect.ConfigOptions
 	hub       client.Reader
 	// writer writes renewed tokens into registrations; nil: none is renewed.
 	writer client.Writer
@@ -50,7 +50,7 @@ var _ members.Source = (*Source)(nil)
 // from hub (the hub manager's client), whose kubeconfigs become member
 // configs with config. The tokens of the registrations join marked
 // renewable are written back through hub (renew.go).
-func New(namespace string, config clusters.ConfigOptions, hub client.Client) *Source {
+func New(namespace string, config connect.ConfigOptions, hub client.Client) *Source {
 	if namespace == "" {
 		namespace = registration.DefaultNamespace
 	}
@@ -88,17 +88,17 @@ func (s *Source) Registration(ctx context.Context, key types.NamespacedName) (*m
 }
 
 // Config builds the member config of reg's Secret from its kubeconfig.
-func (s *Source) Config(reg *members.Registration) (*clusters.Config, error) {
+func (s *Source) Config(reg *members.Registration) (*connect.Config, error) {
 	secret, ok := reg.Owner.(*corev1.Secret)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s is not a Secret", clusters.ErrInvalidKubeconfig, reg.Owner.GetName())
+		return nil, fmt.Errorf("%w: %s is not a Secret", connect.ErrInvalidKubeconfig, reg.Owner.GetName())
 	}
 	data := secret.Data[registration.SecretKey]
 	if len(data) == 0 {
 		return nil, &members.Refusal{Reason: v1alpha1.MemberInvalidKubeconfigReason,
 			Err: fmt.Errorf("the Secret has no %q data key", registration.SecretKey)}
 	}
-	return clusters.RESTConfig(data, s.config)
+	return connect.RESTConfig(data, s.config)
 }
 
 // List lists the registration Secrets in the hub cache that are not being deleted.

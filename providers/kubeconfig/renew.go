@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -51,11 +51,11 @@ func (s *Source) WriteToken(ctx context.Context, reg *members.Registration, toke
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}
-	before, err := clusters.RESTConfig(data, s.config)
+	before, err := connect.RESTConfig(data, s.config)
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}
-	after, err := clusters.RESTConfig(doc, s.config)
+	after, err := connect.RESTConfig(doc, s.config)
 	if err != nil {
 		return [sha256.Size]byte{}, fmt.Errorf("the kubeconfig with the renewed token: %w", err)
 	}
@@ -88,14 +88,14 @@ func (s *Source) WriteToken(ctx context.Context, reg *members.Registration, toke
 func withToken(kubeconfig []byte, token string) ([]byte, error) {
 	raw, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not a kubeconfig document", clusters.ErrInvalidKubeconfig)
+		return nil, fmt.Errorf("%w: not a kubeconfig document", connect.ErrInvalidKubeconfig)
 	}
-	cur, err := clusters.CurrentContext(raw)
+	cur, err := connect.CurrentContext(raw)
 	if err != nil {
 		return nil, err
 	}
 	if cur.User == nil || cur.User.Token == "" {
-		return nil, fmt.Errorf("%w: context %q has no token to renew", clusters.ErrInvalidKubeconfig, cur.Name)
+		return nil, fmt.Errorf("%w: context %q has no token to renew", connect.ErrInvalidKubeconfig, cur.Name)
 	}
 	cur.User.Token = token
 	return clientcmd.Write(*raw)

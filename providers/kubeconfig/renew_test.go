@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/members"
 )
 
@@ -35,11 +35,11 @@ func TestWithTokenChangesOnlyTheToken(t *testing.T) {
 	if !bytes.Equal(bytes.Replace(renewed, []byte("new-token"), []byte("old-token"), 1), doc) {
 		t.Errorf("more than the token changed:\n%s\nwas\n%s", renewed, doc)
 	}
-	before, err := clusters.RESTConfig(doc, clusters.ConfigOptions{})
+	before, err := connect.RESTConfig(doc, connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := clusters.RESTConfig(renewed, clusters.ConfigOptions{})
+	after, err := connect.RESTConfig(renewed, connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestWithTokenChangesOnlyTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := withToken(doc, "new-token"); !errors.Is(err, clusters.ErrInvalidKubeconfig) {
+	if _, err := withToken(doc, "new-token"); !errors.Is(err, connect.ErrInvalidKubeconfig) {
 		t.Errorf("a kubeconfig without a token: err = %v, want ErrInvalidKubeconfig", err)
 	}
 }

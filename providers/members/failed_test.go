@@ -7,6 +7,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // A refused answer gives the member its own reason, however deeply the
@@ -16,9 +17,9 @@ func TestFailedNamesRefusedAnswers(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&url.Error{Op: "Get", URL: "https://m/version", Err: fmt.Errorf("%w: 4096 bytes", clusters.ErrResponseTooLarge)}, v1alpha1.MemberResponseTooLargeReason},
-		{fmt.Errorf("%w: Widget within 30s: %w", clusters.ErrSyncTimeout, clusters.ErrResponseTooLarge), v1alpha1.MemberResponseTooLargeReason},
-		{&url.Error{Op: "Post", URL: "https://m/api", Err: fmt.Errorf("%w: 307", clusters.ErrRedirectRefused)}, v1alpha1.MemberRedirectRefusedReason},
+		{&url.Error{Op: "Get", URL: "https://m/version", Err: fmt.Errorf("%w: 4096 bytes", connect.ErrResponseTooLarge)}, v1alpha1.MemberResponseTooLargeReason},
+		{fmt.Errorf("%w: Widget within 30s: %w", clusters.ErrSyncTimeout, connect.ErrResponseTooLarge), v1alpha1.MemberResponseTooLargeReason},
+		{&url.Error{Op: "Post", URL: "https://m/api", Err: fmt.Errorf("%w: 307", connect.ErrRedirectRefused)}, v1alpha1.MemberRedirectRefusedReason},
 		{fmt.Errorf("%w: Widget", clusters.ErrSyncTimeout), v1alpha1.MemberUnreachableReason},
 	} {
 		if got := failed(tc.err); got.reason != tc.want {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // observation is what one reconcile learned about a member: the Ready
@@ -99,14 +100,14 @@ func (f *failingWidgets) reset() {
 func failed(err error) observation {
 	obs := observation{reason: v1alpha1.MemberUnreachableReason, message: withoutMemberText(err), err: err}
 	switch {
-	case errors.Is(err, clusters.ErrDestinationRefused):
+	case errors.Is(err, connect.ErrDestinationRefused):
 		obs.reason = v1alpha1.MemberUnsafeKubeconfigReason
 		obs.message = "the server's address is refused: " + obs.message
 		obs.err = reconcile.TerminalError(err)
-	case errors.Is(err, clusters.ErrResponseTooLarge):
+	case errors.Is(err, connect.ErrResponseTooLarge):
 		obs.reason = v1alpha1.MemberResponseTooLargeReason
 		obs.message = "an answer of the member was larger than the hub accepts and was not read further: " + obs.message
-	case errors.Is(err, clusters.ErrRedirectRefused):
+	case errors.Is(err, connect.ErrRedirectRefused):
 		obs.reason = v1alpha1.MemberRedirectRefusedReason
 		obs.message = "the member answered with a redirect, which the hub never follows: " + obs.message
 	case errors.Is(err, clusters.ErrTooManyObjects):

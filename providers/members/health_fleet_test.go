@@ -27,7 +27,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
 )
@@ -382,7 +382,7 @@ func renameContext(t *testing.T, kubeconfig []byte, name string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := clusters.CurrentContext(raw)
+	cur, err := connect.CurrentContext(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

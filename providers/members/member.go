@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // connection is what the engine needs of one member's connection: a
@@ -38,7 +38,7 @@ type connection interface {
 	// SetToken makes later requests carry token; false when it cannot.
 	SetToken(token string) bool
 	// RenewToken asks the member for a token like the one claims describe.
-	RenewToken(ctx context.Context, claims clusters.TokenClaims, lifetime time.Duration) (string, time.Time, error)
+	RenewToken(ctx context.Context, claims connect.TokenClaims, lifetime time.Duration) (string, time.Time, error)
 	// Drain refuses new requests, waits for those in flight, then stops.
 	Drain(ctx context.Context) error
 	// Stop stops the caches and closes every connection.
@@ -48,7 +48,7 @@ type connection interface {
 // connector makes a member's connection from its config: with caches, to
 // engage it, or without, to probe it while it is parked. gate is checked
 // before every request.
-type connector func(name string, cfg *clusters.Config, gate func() error, caches bool, log logr.Logger) (connection, error)
+type connector func(name string, cfg *connect.Config, gate func() error, caches bool, log logr.Logger) (connection, error)
 
 // memberState is where a member stands on this replica.
 type memberState int
@@ -124,7 +124,7 @@ type engagement struct {
 	// hash is the Registration.Hash it was engaged with, cfg the config
 	// built from it, term the ownership term it is served in.
 	hash [sha256.Size]byte
-	cfg  *clusters.Config
+	cfg  *connect.Config
 	term uint64
 	// since is when the engagement began; version the member's last known.
 	since   time.Time
@@ -141,7 +141,7 @@ type change struct {
 	hash [sha256.Size]byte
 	term uint64
 	// config builds the member's config when it is engaged afresh.
-	config func() (*clusters.Config, error)
+	config func() (*connect.Config, error)
 	// announce shows on the hub that the member is being engaged afresh
 	// (replacing: its engagement or parking with another registration ends)
 	// and returns the MemberCluster it wrote, nil when it wrote none.
@@ -321,7 +321,7 @@ func (m *member) engageFailed(err error, version string) observation {
 // swapToken makes the engaged member's next requests carry cfg's bearer
 // token, keeping its caches and connections, when only the token differs
 // from the config it was engaged with; it tells whether it did.
-func (m *member) swapToken(cfg *clusters.Config, hash [sha256.Size]byte) bool {
+func (m *member) swapToken(cfg *connect.Config, hash [sha256.Size]byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.cfg.SameServerAndIdentity(cfg) || !m.conn.SetToken(cfg.REST.BearerToken) {

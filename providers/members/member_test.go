@@ -25,6 +25,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // The per-member state machine (docs/member-health.md, "States and
@@ -91,7 +92,7 @@ func (f *fakeConn) SetToken(token string) bool {
 	return true
 }
 
-func (f *fakeConn) RenewToken(context.Context, clusters.TokenClaims, time.Duration) (string, time.Time, error) {
+func (f *fakeConn) RenewToken(context.Context, connect.TokenClaims, time.Duration) (string, time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.renewed++
@@ -151,7 +152,7 @@ type machine struct {
 
 func newMachine(t *testing.T, o func(*Options)) *machine {
 	t.Helper()
-	opts := Options{Scheme: clusters.NewScheme(), WatchedObjects: []client.Object{&v1alpha1.Widget{}}}
+	opts := Options{Scheme: connect.NewScheme(), WatchedObjects: []client.Object{&v1alpha1.Widget{}}}
 	if o != nil {
 		o(&opts)
 	}
@@ -164,7 +165,7 @@ func newMachine(t *testing.T, o func(*Options)) *machine {
 	return mc
 }
 
-func (mc *machine) connect(_ string, _ *clusters.Config, _ func() error, caches bool, _ logr.Logger) (connection, error) {
+func (mc *machine) connect(_ string, _ *connect.Config, _ func() error, caches bool, _ logr.Logger) (connection, error) {
 	if mc.connectErr != nil {
 		return nil, mc.connectErr
 	}
@@ -192,13 +193,13 @@ func (mc *machine) last() *fakeConn {
 }
 
 // config is a member config with token, which expires in a day.
-func config(token string) *clusters.Config {
-	return &clusters.Config{Context: "c", REST: &rest.Config{Host: "https://member:6443", BearerToken: token},
+func config(token string) *connect.Config {
+	return &connect.Config{Context: "c", REST: &rest.Config{Host: "https://member:6443", BearerToken: token},
 		TokenExpiry: time.Now().Add(24 * time.Hour).Truncate(time.Second)}
 }
 
 // wantTokenExpiry checks that every observation tells when the token expires.
-func wantTokenExpiry(t *testing.T, obs observation, cfg *clusters.Config) {
+func wantTokenExpiry(t *testing.T, obs observation, cfg *connect.Config) {
 	t.Helper()
 	if !obs.tokenExpiry.Equal(cfg.TokenExpiry) {
 		t.Errorf("observed token expiry %s, want the config's %s", obs.tokenExpiry, cfg.TokenExpiry)
@@ -207,10 +208,10 @@ func wantTokenExpiry(t *testing.T, obs observation, cfg *clusters.Config) {
 
 // sync runs one reconcile's step for the registration of config cfg (its
 // hash from the token and server), in term.
-func (mc *machine) sync(cfg *clusters.Config, term uint64) observation {
+func (mc *machine) sync(cfg *connect.Config, term uint64) observation {
 	mc.t.Helper()
 	return mc.m.sync(mc.t.Context(), mc.t.Context(), change{hash: sha256.Sum256([]byte(cfg.REST.Host + cfg.REST.BearerToken)), term: term,
-		config: func() (*clusters.Config, error) { return cfg, nil },
+		config: func() (*connect.Config, error) { return cfg, nil },
 		announce: func(replacing bool) *v1alpha1.MemberCluster {
 			mc.announced = append(mc.announced, replacing)
 			return nil
@@ -449,8 +450,8 @@ func TestUnusableRegistrationStopsTheMember(t *testing.T) {
 	mc.sync(config("t1"), 0)
 	c := mc.last()
 	obs := mc.m.sync(t.Context(), t.Context(), change{hash: sha256.Sum256([]byte("broken")),
-		config: func() (*clusters.Config, error) {
-			return nil, fmt.Errorf("%w: tokenFile", clusters.ErrUnsafeKubeconfig)
+		config: func() (*connect.Config, error) {
+			return nil, fmt.Errorf("%w: tokenFile", connect.ErrUnsafeKubeconfig)
 		},
 		announce: func(bool) *v1alpha1.MemberCluster {
 			t.Error("announced an engagement of an unusable registration")

@@ -30,6 +30,7 @@ import (
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
 
@@ -59,7 +60,7 @@ const (
 	DefaultMinReengageInterval = 5 * time.Second
 	// DefaultDrainTimeout bounds the wait for a handed-over member's
 	// requests in flight: a little more than a member request's own bound.
-	DefaultDrainTimeout = clusters.DefaultRequestTimeout + 5*time.Second
+	DefaultDrainTimeout = connect.DefaultRequestTimeout + 5*time.Second
 )
 
 var (
@@ -273,7 +274,7 @@ func CacheObjects(opts cache.Options, namespace string, obj client.Object, by ca
 
 // connect makes a member's connection with clusters.New: with the caches
 // the options describe, or without any, for a prober.
-func (p *Provider) connect(name string, cfg *clusters.Config, gate func() error, caches bool, log logr.Logger) (connection, error) {
+func (p *Provider) connect(name string, cfg *connect.Config, gate func() error, caches bool, log logr.Logger) (connection, error) {
 	opts := clusters.MemberOptions{Scheme: p.opts.Scheme, Logger: log, Gate: gate}
 	if caches {
 		opts.CacheByObject, opts.Transform, opts.MaxObjects = p.opts.CacheByObject, p.opts.CacheTransform, p.opts.MaxObjects

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // sourceController reconciles the registrations of one Source.
@@ -97,7 +97,7 @@ func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceControlle
 	}
 
 	obs := m.sync(ctx, memberCtx, change{hash: reg.Hash, term: serving.term,
-		config:   func() (*clusters.Config, error) { return sc.Config(reg) },
+		config:   func() (*connect.Config, error) { return sc.Config(reg) },
 		announce: func(replacing bool) *v1alpha1.MemberCluster { return p.recordEngaging(ctx, reg.Owner, replacing, log) }})
 	writer, _ := sc.Source.(TokenWriter)
 	m.renew(ctx, reg, writer, &obs)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // Token renewal. A registration that kubectl widgethub join wrote holds a
@@ -51,7 +51,7 @@ const (
 	// DefaultMinRenewInterval is the least time between two renewals of a
 	// member's token, whatever its tokens claim: half of the shortest
 	// lifetime kube-apiserver issues.
-	DefaultMinRenewInterval = clusters.MinTokenLifetime / 2
+	DefaultMinRenewInterval = connect.MinTokenLifetime / 2
 	// renewSettle is how long after writing a renewed token the hub waits
 	// for its cache to show it before it would renew again.
 	renewSettle = 30 * time.Second
@@ -170,7 +170,7 @@ type schedule struct {
 // remembered) and now. A token the hub minted is renewed on the hub's clock
 // and may claim what it likes; a token it did not mint is renewed on its
 // claims if they are plausible, and not at all otherwise.
-func renewalSchedule(claims clusters.TokenClaims, ok bool, bound string, issued TokenIssue, lastWrite, now time.Time, o RenewalOptions) schedule {
+func renewalSchedule(claims connect.TokenClaims, ok bool, bound string, issued TokenIssue, lastWrite, now time.Time, o RenewalOptions) schedule {
 	own := !issued.MintedAt.IsZero()
 	var s schedule
 	switch {
@@ -180,7 +180,7 @@ func renewalSchedule(claims clusters.TokenClaims, ok bool, bound string, issued 
 		// The renewal would ask for a token bound to it: none at all.
 		ok = false
 		s.implausible = "the token claims to be bound to another Secret than the one the registration names"
-	case !own && claims.Lifetime() < clusters.MinTokenLifetime:
+	case !own && claims.Lifetime() < connect.MinTokenLifetime:
 		s.implausible = fmt.Sprintf("the token claims a lifetime of %s, less than the API server issues", claims.Lifetime())
 	case claims.IssuedAt.After(now.Add(claimsSkew)):
 		s.implausible = "the token claims to be issued at " + stamp(claims.IssuedAt) + ", in the future"
@@ -202,7 +202,7 @@ func renewalSchedule(claims clusters.TokenClaims, ok bool, bound string, issued 
 	minted := claims.IssuedAt
 	s.lifetime = claims.Lifetime()
 	if own {
-		minted, s.lifetime = issued.MintedAt, max(issued.Lifetime, clusters.MinTokenLifetime)
+		minted, s.lifetime = issued.MintedAt, max(issued.Lifetime, connect.MinTokenLifetime)
 	}
 	if s.implausible == "" {
 		s.expiry = claims.Expiry
@@ -246,7 +246,7 @@ func (m *member) renew(ctx context.Context, reg *Registration, writer TokenWrite
 		return // no token to renew (a client certificate)
 	}
 	opts := m.env.opts.Renewal
-	claims, ok := clusters.ParseTokenClaims(token)
+	claims, ok := connect.ParseTokenClaims(token)
 	now := time.Now()
 	issued := ren.Issued
 	if !issued.Describes(token) || issued.MintedAt.After(now.Add(claimsSkew)) {
@@ -314,7 +314,7 @@ func (m *member) renew(ctx context.Context, reg *Registration, writer TokenWrite
 // claims describe, for lifetime, and has writer write it into reg with the
 // hub's record of the request, provided reg is unchanged since it was read
 // (else ErrRegistrationChanged).
-func (m *member) renewNow(ctx context.Context, conn connection, reg *Registration, writer TokenWriter, claims clusters.TokenClaims, lifetime time.Duration) (time.Time, error) {
+func (m *member) renewNow(ctx context.Context, conn connection, reg *Registration, writer TokenWriter, claims connect.TokenClaims, lifetime time.Duration) (time.Time, error) {
 	// First a dry run of the write: a hub that may not write the
 	// registration, or one that changed, costs no token that nothing holds.
 	if _, err := writer.WriteToken(ctx, reg, m.cfg.REST.BearerToken, reg.Renewal.Issued, true); err != nil {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
@@ -97,10 +97,10 @@ func hubSecret(g Gomega, name string) *corev1.Secret {
 }
 
 // tokenOf is the bearer token of a registration Secret's kubeconfig and its claims.
-func tokenOf(g Gomega, s *corev1.Secret) (string, clusters.TokenClaims) {
-	cfg, err := clusters.RESTConfig(s.Data[registration.SecretKey], clusters.ConfigOptions{})
+func tokenOf(g Gomega, s *corev1.Secret) (string, connect.TokenClaims) {
+	cfg, err := connect.RESTConfig(s.Data[registration.SecretKey], connect.ConfigOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
-	claims, ok := clusters.ParseTokenClaims(cfg.REST.BearerToken)
+	claims, ok := connect.ParseTokenClaims(cfg.REST.BearerToken)
 	g.Expect(ok).To(BeTrue(), "a ServiceAccount token")
 	return cfg.REST.BearerToken, claims
 }

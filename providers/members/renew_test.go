@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // The hub renews a token it minted on its own clock, at most once per
@@ -20,12 +20,12 @@ func TestRenewalSchedule(t *testing.T) {
 	opts.defaults()
 	minted := now.Add(-time.Hour)
 	own := TokenIssue{MintedAt: minted, Lifetime: lifetime, Token: "0123456789abcdef"}
-	claimsOf := func(iat time.Time, life time.Duration) clusters.TokenClaims {
-		return clusters.TokenClaims{IssuedAt: iat, Expiry: iat.Add(life), Secret: "bound"}
+	claimsOf := func(iat time.Time, life time.Duration) connect.TokenClaims {
+		return connect.TokenClaims{IssuedAt: iat, Expiry: iat.Add(life), Secret: "bound"}
 	}
 	for _, tc := range []struct {
 		name      string
-		claims    clusters.TokenClaims
+		claims    connect.TokenClaims
 		ok        bool
 		issued    TokenIssue
 		lastWrite time.Time
@@ -57,14 +57,14 @@ func TestRenewalSchedule(t *testing.T) {
 			renew: true, renewAt: minted.Add(lifetime / 2), wantLifetime: lifetime, implausible: "the hub asked for 24h0m0s", expiry: minted.Add(lifetime)},
 		{name: "the hub's, a lifetime within the tolerance", claims: claimsOf(minted, lifetime+30*time.Second), ok: true, issued: own,
 			renew: true, renewAt: minted.Add(lifetime / 2), wantLifetime: lifetime, expiry: minted.Add(lifetime + 30*time.Second)},
-		{name: "the hub's, claiming it expired", claims: clusters.TokenClaims{IssuedAt: minted, Expiry: now.Add(-time.Second), Secret: "bound"}, ok: true,
+		{name: "the hub's, claiming it expired", claims: connect.TokenClaims{IssuedAt: minted, Expiry: now.Add(-time.Second), Secret: "bound"}, ok: true,
 			issued: TokenIssue{MintedAt: minted, Lifetime: time.Hour + 30*time.Second, Token: "x"},
 			renew:  true, renewAt: minted.Add(30*time.Minute + 15*time.Second), wantLifetime: time.Hour + 30*time.Second, implausible: "expired at",
 			expiry: now.Add(30 * time.Second)},
 		{name: "the hub's, unreadable", ok: false, issued: own, implausible: "cannot be read", expiry: minted.Add(lifetime)},
-		{name: "the hub's, bound to another Secret", claims: clusters.TokenClaims{IssuedAt: minted, Expiry: minted.Add(lifetime), Secret: "other"}, ok: true,
+		{name: "the hub's, bound to another Secret", claims: connect.TokenClaims{IssuedAt: minted, Expiry: minted.Add(lifetime), Secret: "other"}, ok: true,
 			issued: own, implausible: "bound to another Secret", expiry: minted.Add(lifetime)},
-		{name: "join's token, bound to no Secret", claims: clusters.TokenClaims{IssuedAt: minted, Expiry: minted.Add(lifetime)}, ok: true,
+		{name: "join's token, bound to no Secret", claims: connect.TokenClaims{IssuedAt: minted, Expiry: minted.Add(lifetime)}, ok: true,
 			implausible: "bound to another Secret"},
 		{name: "the hub's, renewing often: never within MinInterval of its minting",
 			claims: claimsOf(minted, lifetime), ok: true, issued: own, o: func(o *RenewalOptions) { o.Remaining = 0.9999 },
@@ -74,7 +74,7 @@ func TestRenewalSchedule(t *testing.T) {
 			renew: true, renewAt: now.Add(-time.Minute).Add(DefaultMinRenewInterval), wantLifetime: lifetime, expiry: now.Add(-9 * day)},
 		{name: "the hub's, a record asking for less than the API server issues",
 			claims: claimsOf(minted, time.Second), ok: true, issued: TokenIssue{MintedAt: minted, Lifetime: time.Second, Token: "x"},
-			renew: true, renewAt: minted.Add(DefaultMinRenewInterval), wantLifetime: clusters.MinTokenLifetime, expiry: minted.Add(time.Second)},
+			renew: true, renewAt: minted.Add(DefaultMinRenewInterval), wantLifetime: connect.MinTokenLifetime, expiry: minted.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts
@@ -104,11 +104,11 @@ func TestRenewalScheduleBoundsForgedClaims(t *testing.T) {
 	opts.defaults()
 	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	lifetime := 24 * time.Hour
-	forged := func(now time.Time) clusters.TokenClaims {
-		return clusters.TokenClaims{IssuedAt: now.Add(-240 * time.Hour), Expiry: now.Add(-216 * time.Hour), Secret: "bound"}
+	forged := func(now time.Time) connect.TokenClaims {
+		return connect.TokenClaims{IssuedAt: now.Add(-240 * time.Hour), Expiry: now.Add(-216 * time.Hour), Secret: "bound"}
 	}
 	// join's token, then every renewal forged; reconciles every second for two days.
-	claims, issued := clusters.TokenClaims{IssuedAt: start, Expiry: start.Add(lifetime), Secret: "bound"}, TokenIssue{}
+	claims, issued := connect.TokenClaims{IssuedAt: start, Expiry: start.Add(lifetime), Secret: "bound"}, TokenIssue{}
 	var renewals []time.Time
 	for now := start; now.Before(start.Add(2 * lifetime)); now = now.Add(time.Second) {
 		var last time.Time

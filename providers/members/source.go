@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // Source is a kind of hub object that registers members: each object of it
@@ -31,7 +31,7 @@ type Source interface {
 	// Ready reason: a *Refusal's, else ExecPluginRefused, UnsafeKubeconfig
 	// or InvalidKubeconfig after the clusters error it wraps; the member is
 	// not tried again until the registration changes.
-	Config(reg *Registration) (*clusters.Config, error)
+	Config(reg *Registration) (*connect.Config, error)
 	// List is every registration of the source (Owner and Pin only), for
 	// counting them and sharing them among replicas.
 	List(ctx context.Context) ([]Registration, error)
@@ -79,9 +79,9 @@ func refusalReason(err error) string {
 	switch {
 	case errors.As(err, &refusal):
 		return refusal.Reason
-	case errors.Is(err, clusters.ErrExecPluginRefused):
+	case errors.Is(err, connect.ErrExecPluginRefused):
 		return v1alpha1.MemberExecPluginRefusedReason
-	case errors.Is(err, clusters.ErrUnsafeKubeconfig):
+	case errors.Is(err, connect.ErrUnsafeKubeconfig):
 		return v1alpha1.MemberUnsafeKubeconfigReason
 	}
 	return v1alpha1.MemberInvalidKubeconfigReason

@@ -14,7 +14,7 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
@@ -35,7 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	opts := fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: clusters.NewScheme()}
+	opts := fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: connect.NewScheme()}
 	os.Exit(hubtest.RunSuite(m, opts, hubNS, func(f *fleet.Fleet) (func() error, error) {
 		testFleet = f
 		return startEngine(f.Hub)
@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 func engineOptions() members.Options {
 	return members.Options{
 		Namespace:      hubNS,
-		Scheme:         clusters.NewScheme(),
+		Scheme:         connect.NewScheme(),
 		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
 		CacheByObject:  map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: widget.ManagedDeployments()}},
 		CacheTransform: widget.CacheTransform,
@@ -67,8 +67,8 @@ func engineOptions() members.Options {
 }
 
 // memberConfig is how the suite's engine builds member configs.
-var memberConfig = clusters.ConfigOptions{QPS: clusters.DefaultQPS, Burst: clusters.DefaultBurst,
-	UserAgent: "widgethub", RequestTimeout: clusters.DefaultRequestTimeout}
+var memberConfig = connect.ConfigOptions{QPS: connect.DefaultQPS, Burst: connect.DefaultBurst,
+	UserAgent: "widgethub", RequestTimeout: connect.DefaultRequestTimeout}
 
 // startEngine runs the engine and the Widget reconciler against hub and
 // returns a function that stops them.

@@ -11,7 +11,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
 )
@@ -124,7 +124,7 @@ func unsafeRegistrations(t *testing.T, alpha *fleet.ControlPlane, member, proxy 
 		}), []string{"link-local"}),
 		hubtest.Refused("oversized", v1alpha1.MemberInvalidKubeconfigReason, map[string][]byte{
 			"kubeconfig": append(pointed(func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo) {})["kubeconfig"],
-				"\n#"+strings.Repeat("x", clusters.MaxKubeconfigBytes)...),
+				"\n#"+strings.Repeat("x", connect.MaxKubeconfigBytes)...),
 		}, []string{"more than the 262144 allowed"}),
 	}
 }

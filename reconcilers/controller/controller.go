@@ -76,7 +76,7 @@ type OutcomeRecorder interface {
 
 // DefaultReconcileTimeout bounds one Reconcile call. A Widget reconcile is
 // two reads from the cache and at most two writes, each bounded by the
-// member request deadline (clusters.DefaultRequestTimeout, 30s): a minute
+// member request deadline (connect.DefaultRequestTimeout, 30s): a minute
 // lets both writes use theirs, and frees the worker of any reconcile that
 // waits on something without a deadline of its own.
 const DefaultReconcileTimeout = time.Minute

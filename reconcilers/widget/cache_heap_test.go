@@ -26,6 +26,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
@@ -59,7 +60,7 @@ func BenchmarkMemberCacheHeap(b *testing.B) {
 	}
 	n := heapObjectsOf(b)
 	ctrllog.SetLogger(logr.Discard())
-	f, err := fleet.Start(fleet.Options{Members: []string{"heavy"}, Scheme: clusters.NewScheme()})
+	f, err := fleet.Start(fleet.Options{Members: []string{"heavy"}, Scheme: connect.NewScheme()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,11 +103,11 @@ func BenchmarkMemberCacheHeap(b *testing.B) {
 func cachedHeap(b *testing.B, cp *fleet.ControlPlane, obj client.Object, ns string, transform toolscache.TransformFunc) int64 {
 	b.Helper()
 	before := heapAfterGC()
-	cfg, err := clusters.RESTConfig(cp.Kubeconfig, clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(cp.Kubeconfig, connect.ConfigOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	member, err := clusters.New("heavy", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: logr.Discard(),
+	member, err := clusters.New("heavy", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: logr.Discard(),
 		Transform:     transform,
 		CacheByObject: map[client.Object]cache.ByObject{obj: {Namespaces: map[string]cache.Config{ns: {}}}}})
 	if err != nil {

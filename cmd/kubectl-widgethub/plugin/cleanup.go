@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // What join made is shared by every registration of the member (another
@@ -139,7 +139,7 @@ func deleteNamespaceIfOurs(ctx context.Context, m *cluster, out io.Writer) error
 	foreign, err := foreignObjects(ctx, m, MemberNamespace)
 	if err != nil {
 		fmt.Fprintf(out, "%s: kept Namespace %s: cannot tell whether it holds objects join did not create: %s\n",
-			m.role, MemberNamespace, printable(clusters.FirstLine(err)))
+			m.role, MemberNamespace, printable(connect.FirstLine(err)))
 		return nil
 	}
 	if len(foreign) > 0 {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 func clustersCommand(g *globals) *cobra.Command {
@@ -216,7 +216,7 @@ func viewKubeconfig(doc []byte) kubeconfigView {
 	if err != nil {
 		return kubeconfigView{server: "<invalid kubeconfig>"}
 	}
-	cur, err := clusters.CurrentContext(raw)
+	cur, err := connect.CurrentContext(raw)
 	if err != nil {
 		return kubeconfigView{server: "<no current context>"}
 	}

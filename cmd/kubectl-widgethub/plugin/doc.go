@@ -20,7 +20,7 @@
 //     column, reading each member as the hub does: through its registration
 //     kubeconfig, or for a ClusterProfile's member through the exec plugin of
 //     the hub's access provider file (--clusterprofile-provider-file,
-//     clusters.ProfileConfig; profile.go); without that file such a member
+//     connect.ProfileConfig; profile.go); without that file such a member
 //     is reported, not read.
 //   - clusters and widgets print a table, -o wide with more columns, or -o
 //     json|yaml a kubectl List (output.go): the MemberClusters, or the
@@ -37,5 +37,6 @@
 // (see the Exit constants, and docs/plugin.md) and never contain tokens or
 // kubeconfig content. The plugin links no part of the hub's engine
 // (hack/verify-plugin-deps.sh): it shares with the hub the registration
-// contract, the API types, the member manifests and package clusters.
+// contract, the API types, the member manifests and the checks of a
+// kubeconfig (package clusters/connect); not the hub's per-member type.
 package plugin

@@ -26,7 +26,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/reconcilers/widget"
@@ -305,11 +305,11 @@ func (m oneMember) GetCluster(context.Context, multicluster.ClusterName) (cluste
 // registration name, with its kubeconfig, as the hub reads it.
 func startReconciler(t *testing.T, name string) *widget.Reconciler {
 	t.Helper()
-	cfg, err := clusters.RESTConfig(registrationSecret(t, name).Data[registration.SecretKey], clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(registrationSecret(t, name).Data[registration.SecretKey], connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := cluster.New(cfg.REST, func(o *cluster.Options) { o.Scheme = clusters.NewScheme() })
+	cl, err := cluster.New(cfg.REST, func(o *cluster.Options) { o.Scheme = connect.NewScheme() })
 	if err != nil {
 		t.Fatal(err)
 	}

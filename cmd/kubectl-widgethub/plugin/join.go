@@ -22,7 +22,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // kindFromContext is the value of a bare --kind: take the kind cluster's
@@ -396,12 +396,12 @@ func registrationKubeconfig(name string, member *rest.Config, server, token stri
 }
 
 // verify checks the registration kubeconfig as the hub will read it
-// (clusters.RESTConfig) at reachable, the member address that works from
+// (connect.RESTConfig) at reachable, the member address that works from
 // here: its token lists Widgets, and the admission policy refuses it a
 // Deployment in kube-system. RBAC, CRD discovery and admission policies take
 // effect within moments of being written, so it retries briefly.
 func verify(ctx context.Context, doc []byte, reachable string, timeout time.Duration) error {
-	cfg, err := clusters.RESTConfig(doc, clusters.ConfigOptions{UserAgent: userAgent})
+	cfg, err := connect.RESTConfig(doc, connect.ConfigOptions{UserAgent: userAgent})
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/reconcilers/widget"
@@ -91,11 +91,11 @@ func registrationClientIn(t *testing.T, namespace, name string) client.Client {
 // kubeconfigClient is a client for a registration kubeconfig, and its token.
 func kubeconfigClient(t *testing.T, doc []byte) (client.Client, string) {
 	t.Helper()
-	cfg, err := clusters.RESTConfig(doc, clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(doc, connect.ConfigOptions{})
 	if err != nil {
 		t.Fatalf("registration kubeconfig: %v", err)
 	}
-	c, err := client.New(cfg.REST, client.Options{Scheme: clusters.NewScheme()})
+	c, err := client.New(cfg.REST, client.Options{Scheme: connect.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // target names a cluster by kubeconfig file and context; empty fields mean
@@ -54,11 +54,11 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	}
 	raw, err := rules.Load()
 	if err != nil {
-		return nil, withCode(ExitKubeconfig, "%s: cannot read kubeconfig %s: %s", t.role, source, clusters.FirstLine(err))
+		return nil, withCode(ExitKubeconfig, "%s: cannot read kubeconfig %s: %s", t.role, source, connect.FirstLine(err))
 	}
 	name := t.context
 	if name == "" {
-		cur, err := clusters.CurrentContext(raw)
+		cur, err := connect.CurrentContext(raw)
 		if err != nil {
 			return nil, withCode(ExitKubeconfig, "%s: kubeconfig %s: %s; pass %s (contexts: %s)",
 				t.role, source, err, t.contextFlag, contextNames(raw))
@@ -71,7 +71,7 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, rules).ClientConfig()
 	if err != nil {
-		return nil, withCode(ExitKubeconfig, "%s: context %q of kubeconfig %s: %s", t.role, name, source, clusters.FirstLine(err))
+		return nil, withCode(ExitKubeconfig, "%s: context %q of kubeconfig %s: %s", t.role, name, source, connect.FirstLine(err))
 	}
 	cfg.Timeout = timeout
 	cfg.UserAgent = userAgent
@@ -80,14 +80,14 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	cfg.QPS, cfg.Burst = 50, 300
 	// A redirect would take the context's credentials to the host it
 	// names: refused in every client built from cfg, and by this one.
-	cfg.Wrap(clusters.RedirectRefusing)
+	cfg.Wrap(connect.RedirectRefusing)
 	return newCluster(t.role, name, cfg)
 }
 
 // newCluster is the cluster that role's context reaches with cfg: one HTTP
 // client, which follows no redirect, for its pings and its client.
 func newCluster(role, context string, cfg *rest.Config) (*cluster, error) {
-	hc, err := clusters.HTTPClientFor(cfg)
+	hc, err := connect.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: client for context %q: %w", role, context, err)
 	}
@@ -140,7 +140,7 @@ func (c *cluster) ping() error {
 	case c.config.ExecProvider != nil && strings.Contains(err.Error(), "getting credentials: "):
 		// client-go's exec authenticator failed: its errors have no type.
 		return withCode(ExitKubeconfig, "%s: the credential plugin failed: %s", c.role, describeNetError(err))
-	case errors.Is(err, clusters.ErrRedirectRefused):
+	case errors.Is(err, connect.ErrRedirectRefused):
 		return withCode(ExitUnreachable, "%s: the API server at %s (context %q) answers with a redirect, which widgethub never follows",
 			c.role, c.config.Host, c.context)
 	default:
@@ -159,5 +159,5 @@ func describeNetError(err error) string {
 	if errors.As(err, &nerr) && nerr.Timeout() {
 		return "timed out: " + err.Error()
 	}
-	return clusters.FirstLine(err)
+	return connect.FirstLine(err)
 }

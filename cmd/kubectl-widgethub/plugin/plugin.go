@@ -16,7 +16,7 @@ import (
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 const (
@@ -29,7 +29,7 @@ const (
 
 // scheme holds the types of the hub (with ClusterProfiles) and the members.
 var scheme = func() *runtime.Scheme {
-	s := clusters.NewScheme()
+	s := connect.NewScheme()
 	utilruntime.Must(inventoryv1alpha1.AddToScheme(s))
 	return s
 }()

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/cluster-inventory-api/pkg/access"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // profileMembers are the members the ClusterProfiles of the hub register, as
@@ -32,7 +32,7 @@ func (g *globals) profileMembers(ctx context.Context, hub *cluster, providers *a
 			continue
 		}
 		role := fmt.Sprintf("ClusterProfile %s/%s", p.Namespace, p.Name)
-		members = append(members, reachable{name: p.Name, role: role, config: func() (*clusters.Config, error) {
+		members = append(members, reachable{name: p.Name, role: role, config: func() (*connect.Config, error) {
 			return profileConfig(p, role, providers)
 		}})
 	}
@@ -40,14 +40,14 @@ func (g *globals) profileMembers(ctx context.Context, hub *cluster, providers *a
 }
 
 // profileConfig is the config of p's member with the administrator's
-// providers, checked as the hub checks it (clusters.ProfileConfig, with the
+// providers, checked as the hub checks it (connect.ProfileConfig, with the
 // hub's defaults: no insecure-skip-tls-verify), or why there is none.
-func profileConfig(p *inventoryv1alpha1.ClusterProfile, role string, providers *access.Config) (*clusters.Config, error) {
+func profileConfig(p *inventoryv1alpha1.ClusterProfile, role string, providers *access.Config) (*connect.Config, error) {
 	if providers == nil {
 		return nil, withCode(ExitKubeconfig, "registered by the %s, which holds no credentials: the hub reaches it through its administrator's "+
 			"access provider file; pass that file with --clusterprofile-provider-file to reach it the same way", role)
 	}
-	cfg, err := clusters.ProfileConfig(p, providers, clusters.ConfigOptions{UserAgent: userAgent})
+	cfg, err := connect.ProfileConfig(p, providers, connect.ConfigOptions{UserAgent: userAgent})
 	if err != nil {
 		return nil, withCode(ExitKubeconfig, "%s refused: %w", role, err)
 	}

@@ -13,7 +13,7 @@ import (
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -80,7 +80,7 @@ func TestWidgetsOfClusterProfileMembers(t *testing.T) {
 	t.Cleanup(func() {
 		_ = beta.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: plugin.MemberNamespace, Name: bound}})
 	})
-	cfg, err := clusters.RESTConfig(secret.Data[registration.SecretKey], clusters.ConfigOptions{})
+	cfg, err := connect.RESTConfig(secret.Data[registration.SecretKey], connect.ConfigOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 )
 
@@ -53,7 +53,7 @@ func TestJoinGrantsTokenRenewalOnly(t *testing.T) {
 	}
 
 	c, token := registrationClient(t, "alpha")
-	claims, ok := clusters.ParseTokenClaims(token)
+	claims, ok := connect.ParseTokenClaims(token)
 	if !ok || claims.Secret != secret.Annotations[plugin.TokenSecretAnnotation] || claims.Lifetime() != 10*time.Minute {
 		t.Fatalf("the minted token's claims %+v (ok %v); want bound to %s for 10m", claims, ok, secret.Annotations[plugin.TokenSecretAnnotation])
 	}

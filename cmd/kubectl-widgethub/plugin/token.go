@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // Each registration's token is bound to a Secret of its own in the member
@@ -64,7 +64,7 @@ func createTokenSecret(ctx context.Context, c client.Client, registration string
 func mintToken(ctx context.Context, c client.Client, ttl time.Duration, bound *corev1.Secret) (token string, expires time.Time, err error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: MemberServiceAccount, Namespace: MemberNamespace}}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr.To(clusters.TokenRequestSeconds(ttl)),
+		ExpirationSeconds: ptr.To(connect.TokenRequestSeconds(ttl)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bound.Name, UID: bound.UID},
 	}}
 	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {

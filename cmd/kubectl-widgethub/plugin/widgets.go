@@ -19,7 +19,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 type widgetsOptions struct {
@@ -77,7 +77,7 @@ type reachable struct {
 	name string
 	// role names the member's source in messages.
 	role   string
-	config func() (*clusters.Config, error)
+	config func() (*connect.Config, error)
 }
 
 // memberWidgets is what one member returned.
@@ -101,7 +101,7 @@ func (o *widgetsOptions) run(ctx context.Context) error {
 	var providers *access.Config
 	if o.providerFile != "" {
 		var err error
-		if providers, err = clusters.LoadAccessProviders(o.providerFile); err != nil {
+		if providers, err = connect.LoadAccessProviders(o.providerFile); err != nil {
 			return withCode(ExitKubeconfig, "%w", err)
 		}
 	}
@@ -148,11 +148,11 @@ func (o *widgetsOptions) members(ctx context.Context, hub *cluster, providers *a
 	taken := map[string]bool{}
 	for i, s := range secrets {
 		taken[s.Name] = true
-		members[i] = reachable{name: s.Name, role: "registration kubeconfig", config: func() (*clusters.Config, error) {
+		members[i] = reachable{name: s.Name, role: "registration kubeconfig", config: func() (*connect.Config, error) {
 			// The defaults, as on the hub: a registration names no local
 			// files, no proxy, no credential plugin, and verifies TLS; this
 			// laptop is no less worth protecting from a hostile Secret than the hub.
-			cfg, err := clusters.RESTConfig(s.Data[registration.SecretKey], clusters.ConfigOptions{UserAgent: userAgent})
+			cfg, err := connect.RESTConfig(s.Data[registration.SecretKey], connect.ConfigOptions{UserAgent: userAgent})
 			if err != nil {
 				return nil, withCode(ExitKubeconfig, "registration kubeconfig refused: %w", err)
 			}

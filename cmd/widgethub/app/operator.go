@@ -18,7 +18,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/clusterprofile"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
 	"github.com/widgethub/widgethub/providers/members"
@@ -121,11 +121,11 @@ func DefaultOptions() Options {
 		MetricsSecure:            true,
 		HealthProbeBindAddress:   ":8081",
 		LeaderElection:           true,
-		MemberQPS:                clusters.DefaultQPS,
-		MemberBurst:              clusters.DefaultBurst,
+		MemberQPS:                connect.DefaultQPS,
+		MemberBurst:              connect.DefaultBurst,
 		MemberSyncTimeout:        members.DefaultSyncTimeout,
 		MemberMaxObjects:         DefaultMemberMaxObjects,
-		MemberRequestTimeout:     clusters.DefaultRequestTimeout,
+		MemberRequestTimeout:     connect.DefaultRequestTimeout,
 		MaxConcurrentReconciles:  DefaultMaxConcurrentReconciles,
 		ReconcileTimeout:         controller.DefaultReconcileTimeout,
 		ProbeInterval:            members.DefaultProbeInterval,
@@ -212,7 +212,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	if r := opts.TokenRenewRemaining; r <= 0 || r >= 1 {
 		return nil, fmt.Errorf("--token-renew-remaining %v: want a fraction between 0 and 1", r)
 	}
-	scheme := clusters.NewScheme()
+	scheme := connect.NewScheme()
 	userAgent := "widgethub"
 	var shards *sharding.Options
 	if opts.Sharding {
@@ -224,7 +224,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 		opts.LeaderElection = false
 		userAgent += "/" + opts.ReplicaID
 	}
-	memberConfig := clusters.ConfigOptions{
+	memberConfig := connect.ConfigOptions{
 		QPS:                    float32(opts.MemberQPS),
 		Burst:                  opts.MemberBurst,
 		AllowCredentialPlugins: opts.AllowCredentialPlugins,

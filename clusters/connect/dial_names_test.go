@@ -1,4 +1,4 @@
-package clusters_test
+package connect_test
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/widgethub/widgethub/clusters"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -95,7 +97,7 @@ func TestDialerRefusesNamesThatResolveToRefusedAddresses(t *testing.T) {
 		{"link-local.widgethub.test.", true},
 		{"member.widgethub.test.", false},
 	} {
-		d := clusters.Dialer(false)
+		d := connect.Dialer(false)
 		d.Resolver = dns.Resolver()
 		asked, accepted := dns.Queries(), member.count()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -108,7 +110,7 @@ func TestDialerRefusesNamesThatResolveToRefusedAddresses(t *testing.T) {
 			_ = conn.Close()
 		}
 		if tc.refused {
-			if !errors.Is(err, clusters.ErrDestinationRefused) {
+			if !errors.Is(err, connect.ErrDestinationRefused) {
 				t.Errorf("%s: dial error %v, want ErrDestinationRefused", tc.name, err)
 			}
 			continue
@@ -116,15 +118,18 @@ func TestDialerRefusesNamesThatResolveToRefusedAddresses(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v, want a connection", tc.name, err)
 		} else {
-			waitFor(t, func() bool { return member.count() == accepted+1 }, tc.name+": a connection at the allowed address")
+			connected := func(context.Context) (bool, error) { return member.count() == accepted+1, nil }
+			if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, connected); err != nil {
+				t.Errorf("%s: the allowed address never saw the connection: %v", tc.name, err)
+			}
 		}
 	}
 
-	allowed := clusters.Dialer(true)
+	allowed := connect.Dialer(true)
 	allowed.Resolver = dns.Resolver()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := allowed.DialContext(ctx, "tcp", "metadata.widgethub.test.:80"); errors.Is(err, clusters.ErrDestinationRefused) {
+	if _, err := allowed.DialContext(ctx, "tcp", "metadata.widgethub.test.:80"); errors.Is(err, connect.ErrDestinationRefused) {
 		t.Errorf("refused although link-local members are allowed: %v", err)
 	}
 }
@@ -137,7 +142,7 @@ func TestDialerConnectsANameOfAllowedAndRefusedAddressesOnlyAtTheAllowed(t *test
 	dns := startDNS(t)
 	member := listenCounting(t)
 
-	d := clusters.Dialer(false)
+	d := connect.Dialer(false)
 	d.Resolver = dns.Resolver()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -177,7 +182,7 @@ func TestDialerConnectsANameOfAllowedAndRefusedAddressesOnlyAtTheAllowed(t *test
 	refused := net.JoinHostPort("169.254.169.254", port)
 	if err, tried := verdicts[refused]; !tried {
 		t.Errorf("the dialer did not try %s: %v", refused, verdicts)
-	} else if !errors.Is(err, clusters.ErrDestinationRefused) {
+	} else if !errors.Is(err, connect.ErrDestinationRefused) {
 		t.Errorf("the guard let the dialer connect to %s: %v", refused, err)
 	}
 }
@@ -200,11 +205,11 @@ func TestProxiedNamesThatResolveToRefusedAddresses(t *testing.T) {
 		{"unknown.widgethub.test.", false},
 	} {
 		asked := dns.Queries()
-		err := clusters.RefuseHostVia(context.Background(), dns.Resolver(), tc.host)
+		err := connect.RefuseHostVia(context.Background(), dns.Resolver(), tc.host)
 		if dns.Queries() == asked {
 			t.Fatalf("%s: the test's DNS server was not asked", tc.host)
 		}
-		if refused := errors.Is(err, clusters.ErrDestinationRefused); refused != tc.refused {
+		if refused := errors.Is(err, connect.ErrDestinationRefused); refused != tc.refused {
 			t.Errorf("%s: %v, want refused=%v", tc.host, err, tc.refused)
 		}
 	}

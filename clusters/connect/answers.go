@@ -1,4 +1,4 @@
-package clusters
+package connect
 
 import (
 	"context"
@@ -40,18 +40,6 @@ const (
 	// event holds one object, so more than twice the largest object an API
 	// server accepts.
 	MaxEventBytes = 8 << 20
-	// MaxVersionBytes bounds the answer to /version (about 400 bytes from a
-	// real API server) and MaxVersionLength the gitVersion taken from it.
-	MaxVersionBytes  = 4 << 10
-	MaxVersionLength = 64
-	// maxReadyzBytes bounds the answer to /readyz ("ok", or its checks).
-	maxReadyzBytes = 64 << 10
-	// maxOneObjectListBytes bounds the answer to the probe's list of one
-	// object: the largest object an API server stores (etcd takes requests
-	// of at most 1.5 MiB, kube-apiserver bodies of at most 3 MiB) and its
-	// list's envelope. An endless list answered to it under the answer
-	// bound cost a replica 223 MiB of RSS at every probe.
-	maxOneObjectListBytes = 4 << 20
 )
 
 // answerGuard sits directly above net/http's Transport in every client built
@@ -89,7 +77,7 @@ func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	switch {
 	case g.maxBytes <= 0:
-	case isWatch(req) && resp.StatusCode == http.StatusOK:
+	case IsWatch(req) && resp.StatusCode == http.StatusOK:
 		resp.Body = newEventBound(resp.Body, resp.Header.Get("Content-Type"), MaxEventBytes)
 	default:
 		limit := g.maxBytes
@@ -142,9 +130,9 @@ func RedirectRefusing(rt http.RoundTripper) http.RoundTripper {
 
 type limitKey struct{}
 
-// withResponseLimit narrows the bound of the answers to the requests made
+// WithResponseLimit narrows the bound of the answers to the requests made
 // with the returned context to limit bytes.
-func withResponseLimit(ctx context.Context, limit int64) context.Context {
+func WithResponseLimit(ctx context.Context, limit int64) context.Context {
 	return context.WithValue(ctx, limitKey{}, limit)
 }
 
@@ -307,4 +295,10 @@ func (g *answerGuard) checkProxied(req *http.Request) error {
 		return nil // net/http reports a broken proxy setting itself
 	}
 	return refuseHost(req.Context(), req.URL.Hostname())
+}
+
+// IsWatch tells a watch request (?watch=true or 1), whose answer is a stream.
+func IsWatch(req *http.Request) bool {
+	w := req.URL.Query().Get("watch")
+	return w == "true" || w == "1"
 }

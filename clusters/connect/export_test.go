@@ -1,4 +1,4 @@
-package clusters
+package connect
 
 // RefuseHostVia is refuseHost asking resolver r, for the tests of names
 // that resolve to refused addresses (dial_names_test.go).

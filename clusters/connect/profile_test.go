@@ -1,4 +1,4 @@
-package clusters_test
+package connect_test
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
-	"github.com/widgethub/widgethub/clusters"
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 func writeProviderFile(t *testing.T, content string) string {
@@ -47,7 +47,7 @@ func TestLoadAccessProviders(t *testing.T) {
 		{"not JSON", `providers: []`, "unmarshal"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := clusters.LoadAccessProviders(writeProviderFile(t, tc.content))
+			cfg, err := connect.LoadAccessProviders(writeProviderFile(t, tc.content))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want an error with %q", err, tc.wantErr)
@@ -88,7 +88,7 @@ func profileCluster(edit func(*clientcmdv1.Cluster)) clientcmdv1.Cluster {
 }
 
 func TestProfileConfigRunsOnlyTheAdministratorsCommand(t *testing.T) {
-	access, err := clusters.LoadAccessProviders(writeProviderFile(t, adminFile))
+	access, err := connect.LoadAccessProviders(writeProviderFile(t, adminFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,16 +101,16 @@ func TestProfileConfigRunsOnlyTheAdministratorsCommand(t *testing.T) {
 		{"a provider of the file", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(nil)}}, nil, "/usr/local/bin/widgethub-credential"},
 		{"the file's first provider the profile names", []inventoryv1alpha1.AccessProvider{
 			{Name: "other", Cluster: profileCluster(nil)}, {Name: "tokens", Cluster: profileCluster(nil)}}, nil, "/usr/local/bin/widgethub-credential"},
-		{"only providers the file lacks", []inventoryv1alpha1.AccessProvider{{Name: "theirs", Cluster: profileCluster(nil)}}, clusters.ErrNoAccessProvider, ""},
-		{"no providers", nil, clusters.ErrNoAccessProvider, ""},
-		{"a CA file", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.CertificateAuthority = "/etc/shadow" })}}, clusters.ErrUnsafeKubeconfig, ""},
-		{"a proxy", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.ProxyURL = "http://proxy:3128" })}}, clusters.ErrUnsafeKubeconfig, ""},
-		{"skipped TLS verification", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.InsecureSkipTLSVerify = true })}}, clusters.ErrUnsafeKubeconfig, ""},
-		{"plain http", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.Server = "http://member.example" })}}, clusters.ErrUnsafeKubeconfig, ""},
-		{"credentials in the URL", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.Server = "https://u:p@member.example" })}}, clusters.ErrUnsafeKubeconfig, ""},
+		{"only providers the file lacks", []inventoryv1alpha1.AccessProvider{{Name: "theirs", Cluster: profileCluster(nil)}}, connect.ErrNoAccessProvider, ""},
+		{"no providers", nil, connect.ErrNoAccessProvider, ""},
+		{"a CA file", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.CertificateAuthority = "/etc/shadow" })}}, connect.ErrUnsafeKubeconfig, ""},
+		{"a proxy", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.ProxyURL = "http://proxy:3128" })}}, connect.ErrUnsafeKubeconfig, ""},
+		{"skipped TLS verification", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.InsecureSkipTLSVerify = true })}}, connect.ErrUnsafeKubeconfig, ""},
+		{"plain http", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.Server = "http://member.example" })}}, connect.ErrUnsafeKubeconfig, ""},
+		{"credentials in the URL", []inventoryv1alpha1.AccessProvider{{Name: "tokens", Cluster: profileCluster(func(c *clientcmdv1.Cluster) { c.Server = "https://u:p@member.example" })}}, connect.ErrUnsafeKubeconfig, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := clusters.ProfileConfig(profileWith(tc.providers...), access, clusters.ConfigOptions{})
+			cfg, err := connect.ProfileConfig(profileWith(tc.providers...), access, connect.ConfigOptions{})
 			if tc.wantErr != nil {
 				switch {
 				case err == nil:

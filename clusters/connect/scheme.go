@@ -1,4 +1,4 @@
-package clusters
+package connect
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"

@@ -1,0 +1,22 @@
+// Package connect says how the hub, and kubectl widgethub, may reach a
+// member: the checked rest.Config of a member, the HTTP client built from it,
+// and the scheme of both ends. It links no cache, informer or manager, so
+// that the plugin shares the hub's checks without linking the hub.
+//
+// RESTConfig parses and validates a kubeconfig; ProfileConfig (profile.go)
+// builds the config of a ClusterProfile's member through the
+// administrator's access providers (LoadAccessProviders), the same checks
+// applied. RESTConfig refuses exec and auth-provider credentials unless
+// allowed (a Secret must never run a program inside the hub), uses the
+// current context, and sets the member's QPS and burst.
+//
+// A member's answers are untrusted (answers.go): every client built from a
+// member's config refuses redirects (ErrRedirectRefused) and bounds each
+// answer, and each watch event, after decompression (ErrResponseTooLarge;
+// WithResponseLimit narrows the bound for one request). Through a proxy, the
+// member's host is checked against the dialer's refused destinations
+// (dial.go: Dialer, ErrDestinationRefused) before the request leaves.
+//
+// TokenClaims (token.go) are what a ServiceAccount token says of itself,
+// read and not verified; NewScheme is the scheme of the hub and the members.
+package connect
