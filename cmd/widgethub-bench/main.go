@@ -132,6 +132,22 @@ func quickSizes() sizes {
 
 var scenarios = []string{"engage", "fairness", "large-flood", "memory", "converge", "sharding", "scale"}
 
+// parseScenarios reads -only: scenario names in the order given, each once.
+// An unknown name fails the run before the fleet starts.
+func parseScenarios(text string) ([]string, error) {
+	var names []string
+	for field := range strings.SplitSeq(text, ",") {
+		name := strings.TrimSpace(field)
+		if !slices.Contains(scenarios, name) {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", field, strings.Join(scenarios, ", "))
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
 func main() {
 	var (
 		managerImpl     = flag.String("manager", "", "internal: run this manager (widgethub or peer) as a subprocess of the benchmark")
@@ -203,6 +219,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "-placement:", err)
 		os.Exit(2)
 	}
+	names, err := parseScenarios(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "-only:", err)
+		os.Exit(2)
+	}
 	// The charts are drawn after the last row: a directory that cannot be
 	// made fails the run now, not after an hour of measuring.
 	if *chartDir != "" {
@@ -223,7 +244,7 @@ func main() {
 	defer stop()
 	b := &benchmark{sizes: s, impls: strings.Split(*managers, ","), managerArgs: managerArgs, opts: opts, profileDir: *cpuProfile,
 		enforceTargets: !*quick, chartPath: *chart, chartDir: *chartDir, placements: places, hubCPUs: *hubCPUs, controlPlaneProcs: *planeProcs}
-	err = b.run(ctx, strings.Split(*only, ","))
+	err = b.run(ctx, names)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -372,7 +393,7 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	for _, name := range only {
 		scenario, ok := measure[name]
 		if !ok {
-			return fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarios, ", "))
+			return fmt.Errorf("scenario %q has no measurement", name)
 		}
 		for rep := range b.reps {
 			order := rotate(b.impls, rep)

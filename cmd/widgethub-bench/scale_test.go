@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,21 @@ func TestScaleChartsShowEveryRun(t *testing.T) {
 			if !strings.Contains(string(svg), want) {
 				t.Errorf("%s lacks %q", filepath.Base(path), want)
 			}
+		}
+	}
+}
+
+func TestParseScenarios(t *testing.T) {
+	got, err := parseScenarios("scale, engage,scale")
+	if err != nil || !slices.Equal(got, []string{"scale", "engage"}) {
+		t.Errorf("parseScenarios(scale, engage,scale) = %v, %v", got, err)
+	}
+	if got, err := parseScenarios(strings.Join(scenarios, ",")); err != nil || !slices.Equal(got, scenarios) {
+		t.Errorf("parseScenarios(every scenario) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"scale,flood", "", "engage,"} {
+		if _, err := parseScenarios(bad); err == nil {
+			t.Errorf("parseScenarios(%q) accepted", bad)
 		}
 	}
 }
