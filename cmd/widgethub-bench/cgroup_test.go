@@ -140,12 +140,12 @@ func TestCgroupPathOf(t *testing.T) {
 }
 
 func TestParsePlacements(t *testing.T) {
-	ps, err := parsePlacements("colocated, own,own")
+	ps, err := parseChoices("colocated, own,own", "placement", placements)
 	if err != nil || len(ps) != 2 || ps[0] != colocated || ps[1] != own {
-		t.Errorf("parsePlacements: %v, %v", ps, err)
+		t.Errorf("parseChoices(placements): %v, %v", ps, err)
 	}
-	if _, err := parsePlacements("own,elsewhere"); err == nil {
-		t.Error("parsePlacements accepted elsewhere")
+	if _, err := parseChoices("own,elsewhere", "placement", placements); err == nil {
+		t.Error("parseChoices accepted the placement elsewhere")
 	}
 }
 

@@ -132,20 +132,25 @@ func quickSizes() sizes {
 
 var scenarios = []string{"engage", "fairness", "large-flood", "memory", "converge", "sharding", "scale"}
 
-// parseScenarios reads -only: scenario names in the order given, each once.
-// An unknown name fails the run before the fleet starts.
-func parseScenarios(text string) ([]string, error) {
-	var names []string
+// parseChoices reads a comma-separated flag of choices among known (the
+// placements, the scenarios), in the order given, each once. An unknown one
+// fails the run before the fleet starts.
+func parseChoices[T ~string](text, what string, known []T) ([]T, error) {
+	var got []T
 	for field := range strings.SplitSeq(text, ",") {
-		name := strings.TrimSpace(field)
-		if !slices.Contains(scenarios, name) {
-			return nil, fmt.Errorf("unknown scenario %q (have %s)", field, strings.Join(scenarios, ", "))
+		c := T(strings.TrimSpace(field))
+		if !slices.Contains(known, c) {
+			names := make([]string, len(known))
+			for i, k := range known {
+				names[i] = string(k)
+			}
+			return nil, fmt.Errorf("unknown %s %q (have %s)", what, field, strings.Join(names, ", "))
 		}
-		if !slices.Contains(names, name) {
-			names = append(names, name)
+		if !slices.Contains(got, c) {
+			got = append(got, c)
 		}
 	}
-	return names, nil
+	return got, nil
 }
 
 func main() {
@@ -214,12 +219,12 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	places, err := parsePlacements(*placement)
+	places, err := parseChoices(*placement, "placement", placements)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "-placement:", err)
 		os.Exit(2)
 	}
-	names, err := parseScenarios(*only)
+	names, err := parseChoices(*only, "scenario", scenarios)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "-only:", err)
 		os.Exit(2)

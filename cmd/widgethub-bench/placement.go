@@ -59,21 +59,6 @@ func placedTitles(titles [rowCount]string) [rowCount]string {
 	return titles
 }
 
-// parsePlacements parses -placement.
-func parsePlacements(text string) ([]placement, error) {
-	var ps []placement
-	for field := range strings.SplitSeq(text, ",") {
-		p := placement(strings.TrimSpace(field))
-		if !slices.Contains(placements, p) {
-			return nil, fmt.Errorf("unknown placement %q (have own, colocated)", field)
-		}
-		if !slices.Contains(ps, p) {
-			ps = append(ps, p)
-		}
-	}
-	return ps, nil
-}
-
 // row is r of the placement being measured.
 func (b *benchmark) row(r int) int {
 	if o, ok := ownTwins[r]; ok && b.placement == own {

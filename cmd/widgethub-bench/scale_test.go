@@ -91,17 +91,17 @@ func TestScaleChartsShowEveryRun(t *testing.T) {
 	}
 }
 
-func TestParseScenarios(t *testing.T) {
-	got, err := parseScenarios("scale, engage,scale")
+func TestParseChoicesOfScenarios(t *testing.T) {
+	got, err := parseChoices("scale, engage,scale", "scenario", scenarios)
 	if err != nil || !slices.Equal(got, []string{"scale", "engage"}) {
-		t.Errorf("parseScenarios(scale, engage,scale) = %v, %v", got, err)
+		t.Errorf("parseChoices(scale, engage,scale) = %v, %v", got, err)
 	}
-	if got, err := parseScenarios(strings.Join(scenarios, ",")); err != nil || !slices.Equal(got, scenarios) {
-		t.Errorf("parseScenarios(every scenario) = %v, %v", got, err)
+	if got, err := parseChoices(strings.Join(scenarios, ","), "scenario", scenarios); err != nil || !slices.Equal(got, scenarios) {
+		t.Errorf("parseChoices(every scenario) = %v, %v", got, err)
 	}
 	for _, bad := range []string{"scale,flood", "", "engage,"} {
-		if _, err := parseScenarios(bad); err == nil {
-			t.Errorf("parseScenarios(%q) accepted", bad)
+		if _, err := parseChoices(bad, "scenario", scenarios); err == nil {
+			t.Errorf("parseChoices(%q) accepted", bad)
 		}
 	}
 }
