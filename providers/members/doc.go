@@ -92,6 +92,11 @@
 //     (fences, the MemberCluster, Events) runs under the controller's
 //     context, so the outcome is recorded; the reconcile then fails with
 //     fairqueue.ErrWorkerReclaimed and is retried with backoff.
+//   - Cutting short the gone: a registration deleted, being deleted or no
+//     longer a registration has its reconcile in flight cut short the same
+//     way at once (workers.go's cutGone), without counting as hanging, and
+//     is reconciled again to let its member go; its worker does not wait
+//     for a reclaim or the sync timeout.
 //   - The bound of the unresponsive: a registration whose last reconcile was
 //     cut short, or held its worker fairqueue.DefaultStallAfter (5s) or
 //     more, gets a worker only while fewer than half the workers are busy

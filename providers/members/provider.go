@@ -207,6 +207,8 @@ func (p *Provider) Register(mgr mcmanager.Manager, src Source) error {
 	return ctrl.NewControllerManagedBy(local).
 		Named(src.ControllerName()).
 		For(src.Object()).
+		// A registration that goes stops its engagement in flight at once.
+		Watches(src.Object(), sc.workers.cutGone()).
 		// Our own status writes need no reconcile; a deleted MemberCluster does.
 		Owns(&v1alpha1.MemberCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{

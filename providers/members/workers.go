@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
@@ -77,11 +80,44 @@ func (w *registrationWorkers) context(ctx context.Context, req reconcile.Request
 	return q.Context(ctx, key(req))
 }
 
+// errRegistrationGone is the cause of a member context cut short because its
+// registration was deleted, being deleted or no longer a registration.
+var errRegistrationGone = errors.New("the registration is gone")
+
+// cutGone is an event handler of the source's objects that cuts short the
+// reconcile in flight of a registration that goes: its engagement may be
+// hanging in a member's checks or cache sync, and would hold a worker until
+// reclaimed or until the sync timeout, for a member no longer wanted. The
+// controller's own handler of the same event queues the registration again,
+// and the next reconcile lets its member go.
+func (w *registrationWorkers) cutGone() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	cut := func(obj client.Object) {
+		if q := w.queue.Load(); q != nil {
+			q.Cancel(key(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}), errRegistrationGone)
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectNew.GetDeletionTimestamp() != nil {
+				cut(e.ObjectNew)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			cut(e.Object)
+		},
+	}
+}
+
 // reclaimed makes a reconcile whose member context was cut short to give
 // its worker back fail with fairqueue.ErrWorkerReclaimed, whatever it
-// returned, so that it is retried with backoff.
+// returned, so that it is retried with backoff. One cut short because its
+// registration went ends without an error: the event that cut it queued
+// the registration again.
 func reclaimed(memberCtx context.Context, result reconcile.Result, err error) (reconcile.Result, error) {
 	cause := context.Cause(memberCtx)
+	if errors.Is(cause, errRegistrationGone) {
+		return reconcile.Result{}, nil
+	}
 	if !errors.Is(cause, fairqueue.ErrWorkerReclaimed) || errors.Is(err, fairqueue.ErrWorkerReclaimed) {
 		return result, err
 	}

@@ -94,6 +94,10 @@
 // (the hanging members' deadlines, or their requests reclaimed) before its
 // first answer shows.
 //
+// Cancel ends the context of one request in flight with a cause of the
+// caller's, for a request whose object went: its work stops at once, and its
+// member counts neither as answering nor as silent for it.
+//
 // Apart from the order, the queue keeps the guarantees of client-go's workqueue and
 // controller-runtime's priority queue: a request added again before it is handed
 // out is handed out once; a request that is being processed is never handed out

@@ -20,8 +20,10 @@ type entry struct {
 	queued     bool
 	processing bool
 	dirty      bool
-	// reclaimed says the queue cancelled it to free its worker.
+	// reclaimed says the queue cancelled it to free its worker; cancelled,
+	// the cause Cancel gave while it was in flight.
 	reclaimed bool
+	cancelled error
 
 	// inLane links the entry into its lane while queued.
 	inLane link

@@ -446,17 +446,20 @@ func (q *Queue) Done(req mcreconcile.Request) {
 	q.processing--
 	q.seq++
 	// An answer is a request done in time that the queue did not cancel; a
-	// request given up on its deadline or reclaimed leaves its member silent.
+	// request given up on its deadline or reclaimed leaves its member silent,
+	// and one cancelled (Cancel) says nothing of it.
 	if e.reclaimed {
 		q.reclaiming--
 		m.silent = true
+	} else if e.cancelled != nil {
+		// neither an answer nor a silence
 	} else if q.clock.Since(e.handedAt) >= q.stallAfter {
 		m.silent = true
 	} else {
 		m.silent = false
 		m.doneSeq = q.seq
 	}
-	e.reclaimed = false
+	e.reclaimed, e.cancelled = false, nil
 	if len(q.cancels) > 0 {
 		delete(q.cancels, e)
 	}

@@ -21,14 +21,37 @@ func (q *Queue) Context(parent context.Context, req mcreconcile.Request) (contex
 	ctx, cancel := context.WithCancelCause(parent)
 	q.mu.Lock()
 	if e := q.entries[req]; e != nil && e.processing {
-		if e.reclaimed {
+		switch {
+		case e.reclaimed:
 			cancel(ErrWorkerReclaimed)
-		} else {
+		case e.cancelled != nil:
+			cancel(e.cancelled)
+		default:
 			q.cancels[e] = cancel
 		}
 	}
 	q.mu.Unlock()
 	return ctx, func() { cancel(nil) }
+}
+
+// Cancel cancels the context that req is being processed with (Context),
+// with cause, when req is in flight, and reports whether it was: for a
+// request whose object is gone, so that the work on it stops at once rather
+// than when its calls end. Unlike a reclaim, it leaves req's member as it
+// is: the request fails and is retried like any failure, and if it was
+// added meanwhile it is queued again on Done, as always.
+func (q *Queue) Cancel(req mcreconcile.Request, cause error) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.entries[req]
+	if e == nil || !e.processing || e.reclaimed || e.cancelled != nil {
+		return false
+	}
+	e.cancelled = cause
+	if cancel := q.cancels[e]; cancel != nil {
+		cancel(cause)
+	}
+	return true
 }
 
 // updateQuiet counts m as quiet while it has a request ready, nothing in

@@ -337,3 +337,56 @@ func TestContextOfAReclaimedRequestIsCancelled(t *testing.T) {
 	q.Done(r)
 	expectGet(t, q, req("b", "0"))
 }
+
+// Cancel ends the context of a request in flight with its cause, whether
+// the worker asked for that context before or after; it cancels nothing for
+// a request not in flight; the request added meanwhile is queued again on
+// Done; and it neither reclaims nor makes the member silent, however long
+// the request was held.
+func TestCancelEndsTheContextOfARequestInFlight(t *testing.T) {
+	gone := errors.New("its object is gone")
+	q, clk := newTestQueueWith(t, Options{Workers: 4})
+	q.Add(req("a", "0"))
+	q.Add(req("b", "0"))
+	before, after := mustGet(t, q), mustGet(t, q)
+
+	if q.Cancel(req("z", "0"), gone) {
+		t.Fatal("Cancel reports a request the queue does not hold as cancelled")
+	}
+	ctxBefore, releaseBefore := q.Context(context.Background(), before)
+	defer releaseBefore()
+	q.Add(before) // its object's delete event queues it again
+	for _, r := range []mcreconcile.Request{before, after} {
+		if !q.Cancel(r, gone) {
+			t.Fatalf("Cancel reports %v, in flight, as not cancelled", r)
+		}
+	}
+	if q.Cancel(before, gone) {
+		t.Fatal("Cancel reports a request cancelled already as cancelled again")
+	}
+	ctxAfter, releaseAfter := q.Context(context.Background(), after)
+	defer releaseAfter()
+	for name, ctx := range map[string]context.Context{"asked before": ctxBefore, "asked after": ctxAfter} {
+		if !errors.Is(context.Cause(ctx), gone) {
+			t.Fatalf("the context %s Cancel ends with %v, want its cause", name, context.Cause(ctx))
+		}
+	}
+
+	// Held past StallAfter: done so late, a request not cancelled would
+	// leave its member silent.
+	clk.Step(DefaultStallAfter)
+	q.Done(before)
+	q.Done(after)
+	expectGet(t, q, before)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if m := q.members["a"]; m.silent || q.reclaiming != 0 {
+		t.Fatalf("after Cancel: a silent %v, %d reclaiming; want neither", m.silent, q.reclaiming)
+	}
+	if _, held := q.members["b"]; held {
+		t.Fatal("the queue still holds b, whose one request was cancelled and done")
+	}
+	if e := q.entries[before]; e.cancelled != nil {
+		t.Fatalf("the request handed out again still carries the cancel of its last run: %v", e.cancelled)
+	}
+}
