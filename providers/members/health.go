@@ -31,6 +31,9 @@ type observation struct {
 	tokenExpiry time.Time
 	// renewal is how the token's renewal stands (renew.go).
 	renewal credentials
+	// late is how much more than ProbeInterval passed since the member's
+	// previous probe ended: how late the next is expected to be too.
+	late time.Duration
 	// written is the MemberCluster as this reconcile last wrote it, if it
 	// did (recordEngaging): the hub's cache may not show that write yet.
 	written *v1alpha1.MemberCluster

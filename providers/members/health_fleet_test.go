@@ -3,6 +3,7 @@ package members_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -359,6 +360,52 @@ func TestLastProbeTimeIsRefreshed(t *testing.T) {
 	g.Expect(next.Sub(first)).To(BeNumerically("<=", limit),
 		"docs/member-health.md: lastProbeTime is rewritten at the first probe ProbeRefresh (a minute by default) after it was last written")
 	g.Expect(hubtest.ReadyConditionOf(hubtest.MemberCluster(g, "refreshed")).Reason).To(Equal(v1alpha1.MemberEngagedReason))
+}
+
+// On a hub whose probes come late (here, a member whose /version and
+// /readyz each take 1.5s to answer, so that a probe ends about 5s after the
+// last, not 2s), status.lastProbeTime still never gets older than
+// ProbeRefresh and one probe interval: it is rewritten at the probe after
+// which the next, as late, would come too late. (Rewritten only at the
+// first probe ProbeRefresh after the last write, it was 10s old before it
+// was, against the 8s of the bound.)
+func TestLastProbeTimeIsRefreshedAheadOfLateProbes(t *testing.T) {
+	const answerIn = 1500 * time.Millisecond
+	opts := engineOptions()
+	if answerIn >= opts.ProbeTimeout {
+		t.Fatalf("probes answered in %s a step would fail their timeout of %s", answerIn, opts.ProbeTimeout)
+	}
+	beta := testFleet.Member("beta")
+	front, err := fleet.NewHTTPProxy(beta.Config.Host, beta.Config.CAData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	front.Set(fleet.Fault{Latency: answerIn, Match: func(r *http.Request) bool {
+		return r.URL.Path == "/version" || r.URL.Path == "/readyz"
+	}})
+	hubtest.RegisterData(t, "late-probes", map[string][]byte{"kubeconfig": hubtest.FrontKubeconfig(t, front, beta, "widgethub-late-probes")})
+	hubtest.ExpectMemberReady(t, "late-probes", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
+
+	// lastProbeTime has whole seconds: a write is up to a second older than it shows.
+	bound := opts.ProbeRefresh + opts.ProbeInterval + time.Second
+	g := NewWithT(t)
+	var oldest time.Duration
+	writes := map[time.Time]bool{}
+	for end := time.Now().Add(3 * bound); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		last := hubtest.MemberCluster(g, "late-probes").Status.LastProbeTime
+		g.Expect(last).NotTo(BeNil())
+		writes[last.Time] = true
+		oldest = max(oldest, time.Since(last.Time))
+	}
+	t.Logf("oldest lastProbeTime seen %s (bound %s), %d writes of it in %s", oldest.Round(time.Millisecond), bound, len(writes), 3*bound)
+	if oldest > bound {
+		t.Errorf("lastProbeTime got %s old with probes late, more than ProbeRefresh %s, one probe interval %s and a second",
+			oldest.Round(time.Millisecond), opts.ProbeRefresh, opts.ProbeInterval)
+	}
+	if len(writes) < 3 {
+		t.Errorf("lastProbeTime was written %d times in %s; the check saw too few refreshes to tell", len(writes), 3*bound)
+	}
 }
 
 // memberSeries names the widgethub_member_* families with series labelled

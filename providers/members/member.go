@@ -356,7 +356,11 @@ func (m *member) probe(ctx context.Context, conn connection) observation {
 		return obs
 	}
 	obs := m.probeNow(ctx, conn)
-	m.probedAt, m.probed = time.Now(), obs
+	now := time.Now()
+	if !m.probedAt.IsZero() {
+		obs.late = max(0, now.Sub(m.probedAt)-opts.ProbeInterval)
+	}
+	m.probedAt, m.probed = now, obs
 	return obs
 }
 
