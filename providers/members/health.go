@@ -32,7 +32,9 @@ type observation struct {
 	// renewal is how the token's renewal stands (renew.go).
 	renewal credentials
 	// late is how much more than ProbeInterval passed since the member's
-	// previous probe ended: how late the next is expected to be too.
+	// previous probe ended, up to one more ProbeInterval: how late the next
+	// is expected to be too. Bounded, so that an overloaded hub writes
+	// lastProbeTime at most one interval sooner for it, not at every probe.
 	late time.Duration
 	// written is the MemberCluster as this reconcile last wrote it, if it
 	// did (recordEngaging): the hub's cache may not show that write yet.

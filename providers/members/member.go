@@ -358,7 +358,7 @@ func (m *member) probe(ctx context.Context, conn connection) observation {
 	obs := m.probeNow(ctx, conn)
 	now := time.Now()
 	if !m.probedAt.IsZero() {
-		obs.late = max(0, now.Sub(m.probedAt)-opts.ProbeInterval)
+		obs.late = min(max(0, now.Sub(m.probedAt)-opts.ProbeInterval), opts.ProbeInterval)
 	}
 	m.probedAt, m.probed = now, obs
 	return obs

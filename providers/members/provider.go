@@ -99,9 +99,9 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// FailureThreshold is how many probes in a row must fail before a member is Unreachable.
 	FailureThreshold int
-	// ProbeRefresh is how stale status.lastProbeTime may get with nothing
-	// else changed: it is rewritten at the last probe before the next would
-	// find it older. Defaults to DefaultProbeRefresh.
+	// ProbeRefresh is how stale status.lastProbeTime may get before it is
+	// rewritten with nothing else changed, less how late the probe that
+	// finds it so came (up to one interval). Defaults to DefaultProbeRefresh.
 	ProbeRefresh time.Duration
 	// RetryDelay and MaxRetryDelay bound the backoff between attempts to
 	// engage a failing member. Default DefaultRetryDelay, DefaultMaxRetryDelay.

@@ -98,12 +98,11 @@ func (p *Provider) writeStatus(ctx context.Context, owner client.Object, mc *v1a
 	p.setNameConflict(&status, name)
 	p.ownership.report(&status, name)
 	now := metav1.Now()
-	// Rewritten when it would be ProbeRefresh old by the next probe, which
-	// is expected an interval later and as late as this one came: so it
-	// stays under ProbeRefresh while probes keep their pace, and within one
-	// more interval when the next comes later or its write is slow.
+	// Rewritten before it gets older than ProbeRefresh and one probe
+	// interval by the next probe, which comes as late as this one did: on a
+	// hub whose probes run late, that is earlier than ProbeRefresh.
 	lastProbe := status.LastProbeTime
-	fresh := lastProbe != nil && now.Sub(lastProbe.Time)+p.opts.ProbeInterval+obs.late < p.opts.ProbeRefresh
+	fresh := lastProbe != nil && now.Sub(lastProbe.Time)+obs.late < p.opts.ProbeRefresh
 	if equality.Semantic.DeepEqual(mc.Status, status) && fresh {
 		return nil
 	}
