@@ -20,8 +20,9 @@ type entry struct {
 	queued     bool
 	processing bool
 	dirty      bool
-	// reclaimed says the queue cancelled it to free its worker; cancelled,
-	// the cause Cancel gave while it was in flight.
+	// reclaimed says the queue cancelled it to free its worker; cancelled is
+	// the cause its context ends with while in flight (ErrWorkerReclaimed
+	// then, or the cause given to Cancel).
 	reclaimed bool
 	cancelled error
 

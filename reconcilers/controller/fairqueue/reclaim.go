@@ -21,12 +21,9 @@ func (q *Queue) Context(parent context.Context, req mcreconcile.Request) (contex
 	ctx, cancel := context.WithCancelCause(parent)
 	q.mu.Lock()
 	if e := q.entries[req]; e != nil && e.processing {
-		switch {
-		case e.reclaimed:
-			cancel(ErrWorkerReclaimed)
-		case e.cancelled != nil:
+		if e.cancelled != nil {
 			cancel(e.cancelled)
-		default:
+		} else {
 			q.cancels[e] = cancel
 		}
 	}
@@ -44,14 +41,20 @@ func (q *Queue) Cancel(req mcreconcile.Request, cause error) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e := q.entries[req]
-	if e == nil || !e.processing || e.reclaimed || e.cancelled != nil {
+	if e == nil || !e.processing || e.cancelled != nil {
 		return false
 	}
+	q.cancelEntry(e, cause)
+	return true
+}
+
+// cancelEntry ends the context of e, in flight, with cause, or has Context
+// end it at once if its worker has not asked for it yet; q.mu is held.
+func (q *Queue) cancelEntry(e *entry, cause error) {
 	e.cancelled = cause
 	if cancel := q.cancels[e]; cancel != nil {
 		cancel(cause)
 	}
-	return true
 }
 
 // updateQuiet counts m as quiet while it has a request ready, nothing in
@@ -137,9 +140,7 @@ func (q *Queue) reclaim() {
 		e.reclaimed = true
 		q.reclaiming++
 		q.owed++
-		if cancel := q.cancels[e]; cancel != nil {
-			cancel(ErrWorkerReclaimed)
-		}
+		q.cancelEntry(e, ErrWorkerReclaimed)
 		q.checkStarving()
 	}
 }
