@@ -99,8 +99,13 @@
 //     for a reclaim or the sync timeout.
 //   - The bound of the unresponsive: a registration whose last reconcile was
 //     cut short, or held its worker fairqueue.DefaultStallAfter (5s) or
-//     more, gets a worker only while fewer than half the workers are busy
-//     (registrationsInFlightBound), until one of its reconciles ends in time.
+//     more, gets a worker only while such registrations hold fewer than
+//     half the workers (registrationsInFlightBound), until one of its
+//     reconciles ends in time. A reconcile in flight for less than that
+//     does not count (fairqueue.Options.OneKeyPerMember): when a dead
+//     replica's members are taken over, one engagement cut short is
+//     retried after its backoff, not after every other has ended (16 of 200
+//     waited 13-14 s so, and were served last).
 //
 // So a new registration, a healthy member's probe or a member taken over
 // from a dead replica waits about a second for a worker, however many

@@ -56,7 +56,11 @@ func (w *registrationWorkers) newQueue(name string, rl workqueue.TypedRateLimite
 		MaxInFlightPerMember: registrationsInFlightBound(w.workers),
 		Workers:              w.workers,
 		ReclaimAfter:         registrationReclaimAfter,
-		MetricsProvider:      controller.QueueMetricsProvider(),
+		// A registration is one key: its engagement in flight counts as
+		// hanging once it stalls, not while it is merely being served, so
+		// that one cut short is retried while the others engage.
+		OneKeyPerMember: true,
+		MetricsProvider: controller.QueueMetricsProvider(),
 	})
 	w.queue.Store(q)
 	return registrationQueue{q}

@@ -44,6 +44,14 @@ type Options struct {
 	// worker to that member. Only with Workers set. Defaults to
 	// DefaultReclaimAfter.
 	ReclaimAfter time.Duration
+	// OneKeyPerMember tells the queue that every member is one key, so
+	// holds at most one request at a time (the registrations' queue). Such a
+	// member's request in flight is always one it has answered none since,
+	// which for other queues marks a member that stopped answering: here it
+	// marks the member unresponsive only once it stalls (StallAfter).
+	// Without it, every member being served would count as unresponsive,
+	// and a silent member that answers again would wait for all of them.
+	OneKeyPerMember bool
 }
 
 // DefaultStallAfter is how long a request may be in flight before its member
@@ -75,6 +83,7 @@ type Queue struct {
 	// as a whole; -1 is no bound.
 	maxUnresponsive int
 	stallAfter      time.Duration
+	oneKeyPerMember bool
 	// workers is Options.Workers; 0 turns reclaiming off.
 	workers      int
 	reclaimAfter time.Duration
@@ -161,6 +170,7 @@ func NewWithOptions(o Options) *Queue {
 		maxInFlight:     max(0, o.MaxInFlightPerMember),
 		maxUnresponsive: UnresponsiveBound(o.Workers, o.MaxInFlightPerMember),
 		stallAfter:      o.StallAfter,
+		oneKeyPerMember: o.OneKeyPerMember,
 		workers:         max(0, o.Workers),
 		reclaimAfter:    o.ReclaimAfter,
 		entries:         map[mcreconcile.Request]*entry{},
@@ -405,9 +415,10 @@ func (q *Queue) pick() *member {
 }
 
 // unresponsive reports whether m is silent (its last request to end was not
-// answered), or has a request in flight that m has answered none since, or
-// that has been in flight for stallAfter; q.mu is held. The oldest request in
-// flight tells: it is the first to go unanswered and the first to stall.
+// answered), or has a request in flight that m has answered none since
+// (unless Options.OneKeyPerMember), or that has been in flight for
+// stallAfter; q.mu is held. The oldest request in flight tells: it is the
+// first to go unanswered and the first to stall.
 func (q *Queue) unresponsive(m *member, now time.Time) bool {
 	if m.silent {
 		return true
@@ -416,7 +427,8 @@ func (q *Queue) unresponsive(m *member, now time.Time) bool {
 	if oldest == nil {
 		return false
 	}
-	return m.doneSeq < oldest.handedSeq || now.Sub(oldest.handedAt) >= q.stallAfter
+	unanswered := m.doneSeq < oldest.handedSeq && !q.oneKeyPerMember
+	return unanswered || now.Sub(oldest.handedAt) >= q.stallAfter
 }
 
 // unresponsiveInFlight counts the requests in flight of unresponsive members; q.mu is held.

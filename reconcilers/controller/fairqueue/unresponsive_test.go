@@ -293,3 +293,48 @@ func TestDoneWakesEveryGetBlockedOnTheBound(t *testing.T) {
 		t.Fatalf("handed out %v, want a/2 and c/1", handed)
 	}
 }
+
+// In a queue of one key per member (the registrations'), every request in
+// flight is unanswered; with OneKeyPerMember such a request marks its member
+// unresponsive only once it stalls, so a silent member that is retried is
+// not held back by members merely being served. Without it, it waits for
+// every one of them to end.
+func TestOneKeyPerMemberCountsOnlyStalledRequests(t *testing.T) {
+	const workers, perMember = 6, 2 // the unresponsive bound is 2
+	for _, oneKey := range []bool{false, true} {
+		t.Run(fmt.Sprintf("OneKeyPerMember=%v", oneKey), func(t *testing.T) {
+			q, clk := newTestQueueWith(t, Options{MaxInFlightPerMember: perMember, Workers: workers, OneKeyPerMember: oneKey})
+			p := &pool{t: t, q: q, size: workers}
+			// s's reconcile ends unanswered (after StallAfter) and is queued
+			// again, as a controller retries it: s is silent. Meanwhile three
+			// members are being served, none for long.
+			q.Add(req("s", "r"))
+			p.fill()
+			clk.Step(DefaultStallAfter)
+			for _, m := range []string{"a", "b", "c"} {
+				q.Add(req(m, "r"))
+			}
+			if got := p.fill(); len(got) != 3 {
+				t.Fatalf("handed out %v, want a, b and c", got)
+			}
+			q.Add(req("s", "r"))
+			p.done(req("s", "r"))
+			got := p.fill()
+			if want := oneKey; (len(got) == 1) != want {
+				t.Fatalf("handed out %v while a, b and c were in flight for no time; want s/r handed out: %v", got, want)
+			}
+			if !oneKey {
+				return
+			}
+			// Once they stall, they count: t, silent too, sits out.
+			q.Add(req("t", "r"))
+			p.fill()
+			clk.Step(DefaultStallAfter)
+			q.Add(req("t", "r"))
+			p.done(req("t", "r"))
+			if got := p.fill(); len(got) != 0 {
+				t.Fatalf("handed out %v to a silent member beyond the bound of stalled ones", got)
+			}
+		})
+	}
+}
