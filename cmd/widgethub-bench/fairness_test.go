@@ -88,7 +88,7 @@ func engagedFlood(ctx context.Context, t *testing.T, flooded, quiet *fleet.Contr
 	return flood{
 		flooded: floodedClient, quiet: quietClient,
 		floodTracker: floodTracker, quietTracker: quietTracker,
-		floodNamespace: "flood", widgets: floodWidgets, writers: 8,
+		floodNamespace: "flood", widgets: floodWidgets, writers: 32,
 		quietNamespace: "quiet", quietWidgets: quietWidgets, changeEvery: 50 * time.Millisecond,
 		window: 3 * time.Minute,
 	}
