@@ -60,7 +60,9 @@ func createTokenSecret(ctx context.Context, c client.Client, registration string
 // mintToken asks the TokenRequest API for a token of the member's
 // ServiceAccount bound to bound: deleting bound revokes the token (so does
 // deleting the ServiceAccount). The API server may shorten ttl; the returned
-// time is the real expiry.
+// time is the real expiry: the token's exp claim, which clusters shows. The
+// status's expirationTimestamp can be a second off it, as kube-apiserver
+// reads its clock once for the status and again for the claims.
 func mintToken(ctx context.Context, c client.Client, ttl time.Duration, bound *corev1.Secret) (token string, expires time.Time, err error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: MemberServiceAccount, Namespace: MemberNamespace}}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
@@ -69,6 +71,9 @@ func mintToken(ctx context.Context, c client.Client, ttl time.Duration, bound *c
 	}}
 	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {
 		return "", time.Time{}, fmt.Errorf("request a token for ServiceAccount %s/%s: %w", MemberNamespace, MemberServiceAccount, err)
+	}
+	if exp, ok := tokenExpiry(req.Status.Token); ok {
+		return req.Status.Token, exp, nil
 	}
 	return req.Status.Token, req.Status.ExpirationTimestamp.Time, nil
 }
