@@ -104,8 +104,8 @@
 //     reconciles ends in time. A reconcile in flight for less than that
 //     does not count (fairqueue.Options.OneKeyPerMember): when a dead
 //     replica's members are taken over, one engagement cut short is
-//     retried after its backoff, not after every other has ended (16 of 200
-//     waited 13-14 s so, and were served last).
+//     retried after its backoff, not after every other has ended
+//     (docs/sharding.md measures both).
 //
 // So a new registration, a healthy member's probe or a member taken over
 // from a dead replica waits about a second for a worker, however many

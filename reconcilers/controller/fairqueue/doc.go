@@ -28,9 +28,10 @@
 // deadline is), or while its oldest request in flight has gone unanswered (no
 // request of the member has been answered since it was handed out; not in a
 // queue of one key per member, Options.OneKeyPerMember, where every request
-// in flight is so) or has been in flight for StallAfter. The rule: the unresponsive members hold
-// between them at most UnresponsiveBound(Workers, MaxInFlightPerMember)
-// requests in flight, the per-member bound and never every worker; while they
+// in flight is so) or has been in flight for StallAfter. The rule: the
+// unresponsive members hold between them at most
+// UnresponsiveBound(Workers, MaxInFlightPerMember) requests in flight, the
+// per-member bound and never every worker; while they
 // hold that many, they sit out of the round, and a member that answers takes
 // their turns. A member with nothing in flight that is not silent is not
 // unresponsive, so it always gets one request: a member that has not been

@@ -320,8 +320,8 @@ func TestOneKeyPerMemberCountsOnlyStalledRequests(t *testing.T) {
 			q.Add(req("s", "r"))
 			p.done(req("s", "r"))
 			got := p.fill()
-			if want := oneKey; (len(got) == 1) != want {
-				t.Fatalf("handed out %v while a, b and c were in flight for no time; want s/r handed out: %v", got, want)
+			if handed := len(got) == 1; handed != oneKey {
+				t.Fatalf("handed out %v while a, b and c were in flight for no time; want s/r handed out: %v", got, oneKey)
 			}
 			if !oneKey {
 				return
