@@ -16,6 +16,7 @@ import (
 func RecordEngagedOver(ctx context.Context, hub client.Client, owner client.Object, read *v1alpha1.MemberCluster) error {
 	p := New(Options{Scheme: hub.Scheme()})
 	p.hub, p.apiReader, p.ownership, p.recorder = hub, hub, everything{}, events.NewFakeRecorder(10)
-	return p.recordStatus(ctx, owner, observation{ready: true, reason: v1alpha1.MemberEngagedReason,
+	_, err := p.recordStatus(ctx, owner, observation{ready: true, reason: v1alpha1.MemberEngagedReason,
 		message: "engaged", widgets: unknownWidgets, written: read})
+	return err
 }

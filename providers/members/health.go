@@ -50,6 +50,18 @@ func (o *observation) requeueWithin(d time.Duration) {
 	}
 }
 
+// probeBy brings the member's next probe forward, when it is due within one
+// interval, to d from now, when lastProbeTime is due to be rewritten: so that
+// the probe rewriting it is not the one after, up to an interval late. Not
+// sooner than half an interval, which member.probe would answer from the
+// last probe; and only the wait for a probe, not a retry's or a parked
+// member's.
+func (o *observation) probeBy(d, interval time.Duration) {
+	if o.err == nil && o.result.RequeueAfter > 0 && o.result.RequeueAfter <= interval {
+		o.requeueWithin(max(d, interval/2))
+	}
+}
+
 // minFailingWidgets is how many of a member's Widgets must fail their latest
 // reconcile, and be more than half of its Widgets, for it to be Degraded.
 const minFailingWidgets = 10

@@ -100,8 +100,9 @@ type Options struct {
 	// FailureThreshold is how many probes in a row must fail before a member is Unreachable.
 	FailureThreshold int
 	// ProbeRefresh is how stale status.lastProbeTime may get before it is
-	// rewritten with nothing else changed, less how late the probe that
-	// finds it so came (up to one interval). Defaults to DefaultProbeRefresh.
+	// rewritten with nothing else changed, less how late the member's probes
+	// come (up to one interval); a probe is brought forward to then.
+	// Defaults to DefaultProbeRefresh.
 	ProbeRefresh time.Duration
 	// RetryDelay and MaxRetryDelay bound the backoff between attempts to
 	// engage a failing member. Default DefaultRetryDelay, DefaultMaxRetryDelay.

@@ -101,7 +101,8 @@ func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceControlle
 		announce: func(replacing bool) *v1alpha1.MemberCluster { return p.recordEngaging(ctx, reg.Owner, replacing, log) }})
 	writer, _ := sc.Source.(TokenWriter)
 	m.renew(ctx, reg, writer, &obs)
-	if err := p.recordStatus(ctx, reg.Owner, obs); err != nil {
+	refreshIn, err := p.recordStatus(ctx, reg.Owner, obs)
+	if err != nil {
 		// Retried even after a terminal outcome: that outcome is not shown
 		// until the write succeeds.
 		if obs.err != nil {
@@ -109,6 +110,7 @@ func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceControlle
 		}
 		return reconcile.Result{}, v1alpha1.PrintableError(err)
 	}
+	obs.probeBy(refreshIn, p.opts.ProbeInterval)
 	return obs.result, v1alpha1.PrintableError(obs.err)
 }
 

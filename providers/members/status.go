@@ -22,8 +22,9 @@ import (
 
 // recordStatus writes what obs saw into the MemberCluster owned by the
 // registering object owner, records a hub Event on owner when Ready changes,
-// and sets the metrics.
-func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs observation) error {
+// and sets the metrics. It returns how soon status.lastProbeTime is due to
+// be rewritten with nothing else changed.
+func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs observation) (time.Duration, error) {
 	name := owner.GetName()
 	ready := 0.0
 	if obs.ready {
@@ -38,12 +39,12 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 	if mc == nil {
 		var err error
 		if mc, err = p.memberCluster(ctx, owner, true); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	err := p.writeStatus(ctx, owner, mc, obs)
+	refreshIn, err := p.writeStatus(ctx, owner, mc, obs)
 	if !apierrors.IsConflict(err) {
-		return err
+		return refreshIn, err
 	}
 	// mc was behind: most often the cache, which has not seen this
 	// registration's last write yet. Once more from the API server, if owner
@@ -51,7 +52,7 @@ func (p *Provider) recordStatus(ctx context.Context, owner client.Object, obs ob
 	// the retry reads afresh whether this registration still serves it.
 	live := &v1alpha1.MemberCluster{}
 	if getErr := p.apiReader.Get(ctx, client.ObjectKeyFromObject(mc), live); getErr != nil || !controlledBy(live, owner) {
-		return err
+		return 0, err
 	}
 	return p.writeStatus(ctx, owner, live, obs)
 }
@@ -63,8 +64,8 @@ func controlledBy(mc *v1alpha1.MemberCluster, owner client.Object) bool {
 }
 
 // writeStatus writes what obs saw into mc, as read, and records a hub Event
-// on owner when Ready changes.
-func (p *Provider) writeStatus(ctx context.Context, owner client.Object, mc *v1alpha1.MemberCluster, obs observation) error {
+// on owner when Ready changes. It returns how soon lastProbeTime is due.
+func (p *Provider) writeStatus(ctx context.Context, owner client.Object, mc *v1alpha1.MemberCluster, obs observation) (time.Duration, error) {
 	name := owner.GetName()
 	status := *mc.Status.DeepCopy()
 	cond := metav1.Condition{Type: v1alpha1.MemberReady, Status: metav1.ConditionFalse, Reason: obs.reason,
@@ -98,13 +99,13 @@ func (p *Provider) writeStatus(ctx context.Context, owner client.Object, mc *v1a
 	p.setNameConflict(&status, name)
 	p.ownership.report(&status, name)
 	now := metav1.Now()
-	// Rewritten before it gets older than ProbeRefresh and one probe
-	// interval by the next probe, which comes as late as this one did: on a
-	// hub whose probes run late, that is earlier than ProbeRefresh.
-	lastProbe := status.LastProbeTime
-	fresh := lastProbe != nil && now.Sub(lastProbe.Time)+obs.late < p.opts.ProbeRefresh
-	if equality.Semantic.DeepEqual(mc.Status, status) && fresh {
-		return nil
+	// Due ProbeRefresh after it was written, less how late this member's
+	// probes come: the probe that rewrites it then ends about on time.
+	refreshIn := p.opts.ProbeRefresh - obs.late
+	if lastProbe := status.LastProbeTime; lastProbe != nil && equality.Semantic.DeepEqual(mc.Status, status) {
+		if due := refreshIn - now.Sub(lastProbe.Time); due > 0 {
+			return due, nil
+		}
 	}
 	status.LastProbeTime = &now
 	// The status is computed from mc as read: written only onto that
@@ -114,7 +115,7 @@ func (p *Provider) writeStatus(ctx context.Context, owner client.Object, mc *v1a
 	patch := client.MergeFromWithOptions(mc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	mc.Status = status
 	if err := p.hub.Status().Patch(ctx, mc, patch); err != nil {
-		return fmt.Errorf("patch MemberCluster %s status: %w", name, err)
+		return 0, fmt.Errorf("patch MemberCluster %s status: %w", name, err)
 	}
 	if changed {
 		eventType := corev1.EventTypeNormal
@@ -123,7 +124,7 @@ func (p *Provider) writeStatus(ctx context.Context, owner client.Object, mc *v1a
 		}
 		p.recorder.Eventf(owner, nil, eventType, obs.reason, "Probe", "%s", cond.Message)
 	}
-	return nil
+	return refreshIn, nil
 }
 
 // memberCluster returns the MemberCluster of owner, the registering object,
