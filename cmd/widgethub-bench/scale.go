@@ -75,7 +75,7 @@ func (b *benchmark) scale(ctx context.Context, impls []string) error {
 		b.scaleRuns = append(b.scaleRuns, run)
 		b.table.add(rowScale, widgethub, run.engagedText(), durationKey(run.engaged), true)
 		b.table.add(rowScaleRest, widgethub, run.restText(), rateKey(run.writesPerSecond()),
-			run.oldestProbe <= cmp.Or(b.opts.ProbeRefresh, members.DefaultProbeRefresh)+b.opts.ProbeInterval)
+			run.stalestProbe <= cmp.Or(b.opts.ProbeRefresh, members.DefaultProbeRefresh)+b.opts.ProbeInterval)
 		b.table.add(rowScaleTakeover, widgethub, run.takeover.String(), durationKey(run.takeover.allServed), run.takeover.allServed > 0 && run.takeover.reconciled > 0)
 	}
 	return nil
@@ -104,10 +104,12 @@ type scaleRun struct {
 	load [2]string
 	// rest is how long the hub's writes were counted, and writes how many
 	// of each kind (hubWriteKinds) the replicas made meanwhile.
-	rest        time.Duration
-	writes      map[string]int
-	oldestProbe time.Duration
-	takeover    takeover
+	rest   time.Duration
+	writes map[string]int
+	// oldestProbe is the oldest lastProbeTime at the end of the rest;
+	// stalestProbe the oldest any got during it (stalestProbe).
+	oldestProbe, stalestProbe time.Duration
+	takeover                  takeover
 }
 
 func (r scaleRun) engagedText() string {
@@ -134,8 +136,8 @@ func (r scaleRun) restText() string {
 	for _, kind := range hubWriteKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %.2f/s", kind, float64(r.writes[kind])/r.rest.Seconds()))
 	}
-	return fmt.Sprintf("%d members: hub writes at rest (over %s, from its audit log) %s; oldest lastProbeTime %s old",
-		r.members, formatDuration(r.rest), strings.Join(kinds, ", "), formatDuration(r.oldestProbe))
+	return fmt.Sprintf("%d members: hub writes at rest (over %s, from its audit log) %s; oldest lastProbeTime meanwhile %s old (at the end %s)",
+		r.members, formatDuration(r.rest), strings.Join(kinds, ", "), formatDuration(r.stalestProbe), formatDuration(r.oldestProbe))
 }
 
 // writesPerSecond are the replicas' writes of every kind at rest, per second.
@@ -237,10 +239,15 @@ func (b *benchmark) scaleOnce(ctx context.Context, n int, alone member) (run sca
 	restTo := engagedAt.Add(b.restFor)
 	time.Sleep(time.Until(restTo))
 	run.rest = restTo.Sub(restFrom)
-	if run.writes, err = b.hubWrites(restFrom, restTo); err != nil {
+	writes, err := b.fleet.Hub.Writes()
+	if err != nil {
 		return run, err
 	}
+	run.writes = b.hubWrites(writes, restFrom, restTo)
 	if run.oldestProbe, err = b.oldestProbe(ctx, names); err != nil {
+		return run, err
+	}
+	if run.stalestProbe, err = b.stalestProbe(writes, names, restFrom, restTo); err != nil {
 		return run, err
 	}
 	run.load[1] = loadAverage()
@@ -352,11 +359,7 @@ func hubWriteKind(w fleet.Write, namespace string) string {
 // hubWrites counts the writes of each kind the hub's API server received
 // between from and to, from its audit log. The bench itself writes nothing
 // to the hub then.
-func (b *benchmark) hubWrites(from, to time.Time) (map[string]int, error) {
-	writes, err := b.fleet.Hub.Writes()
-	if err != nil {
-		return nil, err
-	}
+func (b *benchmark) hubWrites(writes []fleet.Write, from, to time.Time) map[string]int {
 	counts := map[string]int{}
 	for _, w := range writes {
 		if w.Received.Before(from) || !w.Received.Before(to) {
@@ -366,7 +369,7 @@ func (b *benchmark) hubWrites(from, to time.Time) (map[string]int, error) {
 			counts[kind]++
 		}
 	}
-	return counts, nil
+	return counts
 }
 
 // oldestProbe is the age of the oldest status.lastProbeTime among the
@@ -393,6 +396,41 @@ func (b *benchmark) oldestProbe(ctx context.Context, names []string) (time.Durat
 		return 0, fmt.Errorf("%d of %d members have a MemberCluster", seen, len(names))
 	}
 	return oldest, nil
+}
+
+// stalestProbe is the oldest any of the MemberClusters of names let their
+// status.lastProbeTime get between from and to, as a reader saw it: at rest
+// every status write rewrites lastProbeTime (to the second), so it is the
+// longest time from a status write, in whole seconds, to the member's next
+// one or to to, read from the hub's audit log. Unlike a sample at one
+// moment, it catches every member at its oldest.
+func (b *benchmark) stalestProbe(writes []fleet.Write, names []string, from, to time.Time) (time.Duration, error) {
+	last := map[string]time.Time{}
+	for _, name := range names {
+		last[name] = time.Time{}
+	}
+	var stalest time.Duration
+	// The audit log is in the order the requests completed, which
+	// concurrent writes of one member do not make: sorted by receipt.
+	writes = slices.Clone(writes)
+	slices.SortFunc(writes, func(a, b fleet.Write) int { return a.Received.Compare(b.Received) })
+	for _, w := range writes {
+		prev, ok := last[w.Name]
+		if !ok || w.Namespace != b.opts.RegistrationNamespace || w.Resource != "memberclusters/status" || w.Code/100 != 2 || !w.Received.Before(to) {
+			continue
+		}
+		if !prev.IsZero() && !w.Received.Before(from) {
+			stalest = max(stalest, w.Received.Sub(prev))
+		}
+		last[w.Name] = w.Received.Truncate(time.Second)
+	}
+	for name, prev := range last {
+		if prev.IsZero() {
+			return 0, fmt.Errorf("the hub's audit log shows no status write of MemberCluster %s", name)
+		}
+		stalest = max(stalest, to.Sub(prev))
+	}
+	return stalest, nil
 }
 
 // point is one measurement of a cost y at x members.

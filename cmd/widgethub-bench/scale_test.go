@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -103,5 +104,42 @@ func TestParseChoicesOfScenarios(t *testing.T) {
 		if _, err := parseChoices(bad, "scenario", scenarios); err == nil {
 			t.Errorf("parseChoices(%q) accepted", bad)
 		}
+	}
+}
+
+// The stalest lastProbeTime is the longest a member went between status
+// writes, counted from the second its lastProbeTime shows, in the window or
+// up to its end; failed writes, writes before the window's end of other
+// resources or members, and a member never written are told apart.
+func TestStalestProbeCatchesEveryMemberAtItsOldest(t *testing.T) {
+	const ns = "widgethub-system"
+	b := &benchmark{opts: app.Options{RegistrationNamespace: ns}}
+	at := func(s float64) time.Time {
+		return time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC).Add(time.Duration(s * float64(time.Second)))
+	}
+	status := func(name string, s float64, code int) fleet.Write {
+		return fleet.Write{Resource: "memberclusters/status", Namespace: ns, Name: name, Received: at(s), Code: code}
+	}
+	writes := []fleet.Write{
+		// a: written at 0.6 (shows 0), then at 63.2: 63.2 s old at most.
+		status("a", 0.6, 200), status("a", 63.2, 200),
+		// b: a failed write does not refresh it; written at 5.9 (shows 5),
+		// not again before the end at 70: 65 s old then.
+		status("b", 5.9, 200), status("b", 40, 409),
+		{Resource: "memberclusters", Namespace: ns, Name: "b", Received: at(50), Code: 200},
+		{Resource: "memberclusters/status", Namespace: "other", Name: "b", Received: at(50), Code: 200},
+		// c: written often, and once after the end.
+		status("c", 10, 201), status("c", 30, 200), status("c", 69, 200), status("c", 71, 200),
+	}
+	from, to := at(5), at(70)
+	got, err := b.stalestProbe(writes, []string{"a", "b", "c"}, from, to)
+	if err != nil || got != 65*time.Second {
+		t.Errorf("stalestProbe = %s, %v; want 65s (b at the end)", got, err)
+	}
+	if got, _ := b.stalestProbe(writes, []string{"a", "c"}, from, to); got != 63200*time.Millisecond {
+		t.Errorf("stalestProbe of a and c = %s, want 63.2s (a before its write at 63.2)", got)
+	}
+	if _, err := b.stalestProbe(writes, []string{"a", "d"}, from, to); err == nil || !strings.Contains(err.Error(), "MemberCluster d") {
+		t.Errorf("stalestProbe with a member never written: %v, want an error naming it", err)
 	}
 }
