@@ -54,8 +54,9 @@ func (o *observation) requeueWithin(d time.Duration) {
 // interval, to d from now, when lastProbeTime is due to be rewritten: so that
 // the probe rewriting it is not the one after, up to an interval late. Not
 // sooner than half an interval, which member.probe would answer from the
-// last probe; and only the wait for a probe, not a retry's or a parked
-// member's.
+// last probe; and only a wait of at most an interval (the next probe of an
+// engaged or parked member), not a longer one (MissingKindRetry,
+// MaxRetryDelay) or a retry after an error.
 func (o *observation) probeBy(d, interval time.Duration) {
 	if o.err == nil && o.result.RequeueAfter > 0 && o.result.RequeueAfter <= interval {
 		o.requeueWithin(max(d, interval/2))

@@ -32,8 +32,8 @@ func TestFailingWidgetsCountsWidgetsByTheirLatestReconcile(t *testing.T) {
 }
 
 // A member's next probe is brought forward to when its lastProbeTime is due,
-// not sooner than half an interval; a retry, a parked member's wait and a
-// due time past the next probe are left alone.
+// not sooner than half an interval; a retry, a wait longer than a probe's and
+// a due time past the next probe are left alone.
 func TestProbeByBringsTheNextProbeForwardToTheRefresh(t *testing.T) {
 	const interval = 5 * time.Second
 	for _, c := range []struct {
