@@ -106,8 +106,8 @@ type scaleRun struct {
 	// of each kind (hubWriteKinds) the replicas made meanwhile.
 	rest   time.Duration
 	writes map[string]int
-	// oldestProbe is the oldest lastProbeTime at the end of the rest;
-	// stalestProbe the oldest any got during it (stalestProbe).
+	// oldestProbe is the oldest lastProbeTime at the end of the rest, as
+	// read; stalestProbe the oldest any got during it, from the audit log.
 	oldestProbe, stalestProbe time.Duration
 	takeover                  takeover
 }
@@ -338,7 +338,10 @@ func (b *benchmark) clearHub(ctx context.Context) error {
 
 // hubWriteKinds are the kinds of the replicas' writes to the hub that
 // hubWriteKind tells apart.
-var hubWriteKinds = []string{"heartbeats", "fences", "MemberCluster status", "other"}
+var hubWriteKinds = []string{"heartbeats", "fences", statusWrites, "other"}
+
+// statusWrites is the kind of the MemberCluster status writes.
+const statusWrites = "MemberCluster status"
 
 // hubWriteKind is which of hubWriteKinds w is; "" for a write outside
 // namespace, which the replicas do not make.
@@ -351,7 +354,7 @@ func hubWriteKind(w fleet.Write, namespace string) string {
 	case w.Resource == "leases":
 		return "fences"
 	case w.Resource == "memberclusters/status":
-		return "MemberCluster status"
+		return statusWrites
 	}
 	return "other"
 }
@@ -416,7 +419,7 @@ func (b *benchmark) stalestProbe(writes []fleet.Write, names []string, from, to 
 	slices.SortFunc(writes, func(a, b fleet.Write) int { return a.Received.Compare(b.Received) })
 	for _, w := range writes {
 		prev, ok := last[w.Name]
-		if !ok || w.Namespace != b.opts.RegistrationNamespace || w.Resource != "memberclusters/status" || w.Code/100 != 2 || !w.Received.Before(to) {
+		if !ok || hubWriteKind(w, b.opts.RegistrationNamespace) != statusWrites || w.Code/100 != 2 || !w.Received.Before(to) {
 			continue
 		}
 		if !prev.IsZero() && !w.Received.Before(from) {
