@@ -57,12 +57,21 @@ func (b *objectBound) exceeded() error {
 	return b.err
 }
 
-// transform wraps next (nil: none) so that every object it returns is counted.
+// transform wraps next (nil: none) so that every object it returns is
+// counted. Once the bound was passed, every object that arrives is refused:
+// the reflector may still hand the caches a few events it had read when they
+// stopped (it picks at random between them and the stop), and only the one
+// that passed the bound may land after the stop. The reflector logs a
+// refused object, so its content is dropped first.
 func (b *objectBound) transform(next toolscache.TransformFunc) toolscache.TransformFunc {
 	if b.max <= 0 {
 		return next
 	}
 	return func(in any) (any, error) {
+		if err := b.exceeded(); err != nil {
+			emptyObject(in)
+			return nil, err
+		}
 		out := in
 		if next != nil {
 			var err error
@@ -75,6 +84,20 @@ func (b *objectBound) transform(next toolscache.TransformFunc) toolscache.Transf
 		}
 		return out, nil
 	}
+}
+
+// emptyObject drops all but the kind, namespace and name of in, a decoded
+// object no cache holds.
+func emptyObject(in any) {
+	obj, ok := in.(client.Object)
+	if !ok {
+		return
+	}
+	namespace, name := obj.GetNamespace(), obj.GetName()
+	v := reflect.ValueOf(obj).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
 }
 
 // byObject is opts with each kind's transform counted too.
