@@ -16,9 +16,11 @@ HELM = $(shell hack/helm.sh)
 # Flags of every test run of make test: the race detector, and -count=1 because
 # Go's test cache does not see the files that tests read through a subprocess
 # (the chart through helm, config/ through kustomize, hack/*.sh), so a cached
-# "ok" could hide a failure. TEST_FLAGS adds flags; it cannot drop these.
+# "ok" could hide a failure. -parallel 8: the tests that call t.Parallel
+# mostly wait on the engine's clocks, and go test would run only GOMAXPROCS
+# (2 here) of them at a time. TEST_FLAGS adds flags; it cannot drop these.
 TEST_FLAGS ?=
-GO_TEST_FLAGS = -race -count=1 -timeout 20m $(TEST_FLAGS)
+GO_TEST_FLAGS = -race -count=1 -timeout 20m -parallel 8 $(TEST_FLAGS)
 # Runs go test -json: fails when a test named with -want did not run, or when
 # any test skipped while CI=true; prints each package's time (hack/gotest).
 GOTEST := $(BIN)/gotest

@@ -27,8 +27,8 @@ import (
 // API server accepts a token for a minute past its expiry (go-jose's leeway).
 func TestUnrenewableTokenWorksUntilItExpires(t *testing.T) {
 	g := NewWithT(t)
-	member, _ := renewMember(t)
-	secret := joinRenewable(t, "expiring-soon")
+	member, _ := renewMember(t, renewShared)
+	secret := joinRenewable(t, renewShared, "expiring-soon")
 	token, _ := tokenOf(g, secret)
 	hubtest.ExpectMemberReady(t, "expiring-soon", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 	withoutRenewalRule(t, member)

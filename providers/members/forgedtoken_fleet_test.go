@@ -177,10 +177,10 @@ func redated(token string, shift time.Duration) (string, error) {
 // watch of the hub's API server.
 func TestForgedTokenClaimsAreRenewedOnTheHubsClock(t *testing.T) {
 	g := NewWithT(t)
-	member, _ := renewMember(t)
+	member, _ := renewMember(t, renewShared)
 	front := newForger(t, member, 10*24*time.Hour)
 	const name = "forger"
-	secret := joinRenewable(t, name)
+	secret := joinRenewable(t, renewShared, name)
 	// Through the front: the member's server, seen through a TLS front of its own.
 	secret.Data[registration.SecretKey] = hubtest.EditKubeconfig(t, secret.Data[registration.SecretKey], func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
 		c.Server = front.URL

@@ -33,35 +33,23 @@ import (
 	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
-var (
-	deltaOnce sync.Once
-	delta     *fleet.ControlPlane
-	deltaErr  error
-)
+// ownMembers are the members only the tests of this file use: delta, whose
+// CRD and rights they take away, and epsilon, at which
+// TestChurningSecretReengagesAtABoundedRate counts the watches of its
+// engagements beside them.
+var ownMembers = &lateMembers{names: []string{"delta", "epsilon"}}
 
-// deltaMember is a member of the suite's fleet that only the tests of this
-// file use: they delete its CRD and revoke its rights.
-func deltaMember(t *testing.T) *fleet.ControlPlane {
-	t.Helper()
-	deltaOnce.Do(func() {
-		var planes []*fleet.ControlPlane
-		planes, deltaErr = testFleet.AddMembers("delta")
-		if deltaErr == nil {
-			delta = planes[0]
-			fleet.HandOverKubeconfig(delta.Kubeconfig)
-		}
-	})
-	if deltaErr != nil {
-		t.Fatal(deltaErr)
-	}
-	return delta
-}
+// deltaMember is the member whose CRD and rights the tests take away. Of
+// the tests at delta, only TestLostRightsAndLostCRDAreSeenAndRecovered runs
+// beside others: it deletes the CRD, and with it every Widget there.
+func deltaMember(t *testing.T) *fleet.ControlPlane { return ownMembers.get(t, "delta") }
 
 // A member whose identity loses its rights, or which loses the Widget CRD,
 // while engaged is reported as such within 30 s, and once fixed is engaged
 // again with its Widgets reconciled, the ones changed meanwhile included.
 func TestLostRightsAndLostCRDAreSeenAndRecovered(t *testing.T) {
 	d := deltaMember(t)
+	t.Parallel()
 	ctx := context.Background()
 	hubtest.InstallMemberRole(t, d)
 	token := hubtest.ServiceAccountToken(t, d, "widgethub-delta", "widgethub-member")
@@ -156,7 +144,8 @@ func churn(t *testing.T, name string, d time.Duration, kubeconfigs [][]byte) []b
 // at a bounded rate and ends on its last version; when only the token
 // changes, the member keeps its caches: no watch or list starts anew.
 func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
-	d := deltaMember(t)
+	d := ownMembers.get(t, "epsilon")
+	t.Parallel()
 	hubtest.InstallMemberRole(t, d)
 	tokens := []string{
 		hubtest.ServiceAccountToken(t, d, "widgethub-churn", "widgethub-member"),
@@ -336,6 +325,7 @@ func TestFewerFailuresThanTheThresholdStayReady(t *testing.T) {
 // rewritten although nothing changes before it is ProbeRefresh (a minute by
 // default) and one interval old.
 func TestLastProbeTimeIsRefreshed(t *testing.T) {
+	t.Parallel()
 	beta := testFleet.Member("beta")
 	mc := hubtest.RegisterEngaged(t, "refreshed", beta)
 	g := NewWithT(t)
@@ -371,6 +361,7 @@ func TestLastProbeTimeIsRefreshed(t *testing.T) {
 // first probe ProbeRefresh after the last write, it was 10s old before it
 // was, against the 8s of the bound and its second of rounding.)
 func TestLastProbeTimeIsRefreshedAheadOfLateProbes(t *testing.T) {
+	t.Parallel()
 	const answerIn = 1500 * time.Millisecond
 	opts := engineOptions()
 	if answerIn >= opts.ProbeTimeout {

@@ -38,33 +38,42 @@ const renewRemaining = 0.98
 // member's tokens claim to be due sooner.
 const renewMinInterval = 10 * time.Second
 
-var (
-	renewOnce     sync.Once
-	renewPlane    *fleet.ControlPlane
-	renewFiles    *fleet.KubeconfigFiles
-	renewStartErr error
+// The members of the renewal tests, joined with kubectl widgethub join:
+// renewShared, and one of its own for each test that runs beside the
+// others and would see them at a shared one. TestRenewTokenInPlace counts
+// the requests of the hub's caches at its member, where any other join adds
+// some; TestRenewalFailureKeepsMemberWorking takes the renewal rule away
+// from its member's role, which any other join puts back.
+const (
+	renewShared  = "renew"
+	renewInPlace = "renew-in-place"
+	renewFailure = "renew-failure"
 )
 
-// renewMember is a member only the tests of this file use, joined with
-// kubectl widgethub join, and the fleet's kubeconfig files with its context.
-func renewMember(t *testing.T) (*fleet.ControlPlane, *fleet.KubeconfigFiles) {
+var (
+	renewMembers   = &lateMembers{names: []string{renewShared, renewInPlace, renewFailure}, audit: true}
+	renewFilesOnce sync.Once
+	renewFiles     *fleet.KubeconfigFiles
+	renewFilesErr  error
+)
+
+// renewMember returns the renewal member called name, and kubeconfig files
+// with the contexts of the hub and every member (for kubectl widgethub).
+// It starts the renewal members at the first call: call it before
+// t.Parallel.
+func renewMember(t *testing.T, name string) (*fleet.ControlPlane, *fleet.KubeconfigFiles) {
 	t.Helper()
-	renewOnce.Do(func() {
-		var planes []*fleet.ControlPlane
-		if planes, renewStartErr = testFleet.AddAuditedMembers("renew"); renewStartErr != nil {
-			return
-		}
-		renewPlane = planes[0]
-		fleet.HandOverKubeconfig(renewPlane.Kubeconfig)
+	plane := renewMembers.get(t, name)
+	renewFilesOnce.Do(func() {
 		var dir string
-		if dir, renewStartErr = os.MkdirTemp("", "widgethub-renew-"); renewStartErr == nil {
-			renewFiles, renewStartErr = testFleet.WriteKubeconfigs(dir)
+		if dir, renewFilesErr = os.MkdirTemp("", "widgethub-renew-"); renewFilesErr == nil {
+			renewFiles, renewFilesErr = testFleet.WriteKubeconfigs(dir)
 		}
 	})
-	if renewStartErr != nil {
-		t.Fatal(renewStartErr)
+	if renewFilesErr != nil {
+		t.Fatal(renewFilesErr)
 	}
-	return renewPlane, renewFiles
+	return plane, renewFiles
 }
 
 // kubectlWidgethub runs the plugin against the suite's hub and fails the test
@@ -78,13 +87,14 @@ func kubectlWidgethub(t *testing.T, files *fleet.KubeconfigFiles, args ...string
 	}
 }
 
-// joinRenewable joins the renew member as name with a 10-minute token and
-// unjoins it (revoking its tokens) when the test ends.
-func joinRenewable(t *testing.T, name string) *corev1.Secret {
+// joinRenewable joins the member called member (see renewMember) as name
+// with a 10-minute token and unjoins it (revoking its tokens) when the test
+// ends.
+func joinRenewable(t *testing.T, member, name string) *corev1.Secret {
 	t.Helper()
-	_, files := renewMember(t)
-	kubectlWidgethub(t, files, "join", name, "--member-context", "renew", "--token-ttl", "10m")
-	t.Cleanup(func() { kubectlWidgethub(t, files, "unjoin", name, "--member-context", "renew") })
+	_, files := renewMember(t, member)
+	kubectlWidgethub(t, files, "join", name, "--member-context", member, "--token-ttl", "10m")
+	t.Cleanup(func() { kubectlWidgethub(t, files, "unjoin", name, "--member-context", member) })
 	secret := hubSecret(NewWithT(t), name)
 	fleet.HandOverKubeconfig(secret.Data[registration.SecretKey])
 	return secret
@@ -136,10 +146,11 @@ func credentialsExpiring(g Gomega, name string) *metav1.Condition {
 // place. The member's Widgets are reconciled across the renewals, and its
 // API server serves no new LIST or WATCH of them: no relist.
 func TestRenewTokenInPlace(t *testing.T) {
+	member, _ := renewMember(t, renewInPlace)
+	t.Parallel()
 	g := NewWithT(t)
-	member, _ := renewMember(t)
 	start := time.Now()
-	secret := joinRenewable(t, "renewed")
+	secret := joinRenewable(t, renewInPlace, "renewed")
 	oldToken, old := tokenOf(g, secret)
 	g.Expect(old.Lifetime()).To(Equal(10 * time.Minute))
 	hubtest.ExpectMemberReady(t, "renewed", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
@@ -241,9 +252,10 @@ func TestRenewTokenInPlace(t *testing.T) {
 // Warning Event say that the renewal fails, long before the token expires;
 // with the rule back, the next attempt renews it.
 func TestRenewalFailureKeepsMemberWorking(t *testing.T) {
+	member, _ := renewMember(t, renewFailure)
+	t.Parallel()
 	g := NewWithT(t)
-	member, _ := renewMember(t)
-	secret := joinRenewable(t, "unrenewable")
+	secret := joinRenewable(t, renewFailure, "unrenewable")
 	token, claims := tokenOf(g, secret)
 	hubtest.ExpectMemberReady(t, "unrenewable", metav1.ConditionTrue, v1alpha1.MemberEngagedReason)
 
@@ -330,8 +342,10 @@ func withoutRenewalRule(t *testing.T, member *fleet.ControlPlane) (restore func(
 // the annotation naming it): CredentialsExpiring warns instead, from the
 // warning window on.
 func TestHandWrittenRegistrationIsNotRenewed(t *testing.T) {
+	renewMember(t, renewShared)
+	t.Parallel()
 	g := NewWithT(t)
-	secret := joinRenewable(t, "by-hand")
+	secret := joinRenewable(t, renewShared, "by-hand")
 	// What an older join, or a person, writes: no renewal mark.
 	delete(secret.Annotations, registration.RenewTokenAnnotation)
 	g.Expect(testFleet.Hub.Client.Update(context.Background(), secret)).To(Succeed())
