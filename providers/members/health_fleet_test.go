@@ -37,12 +37,12 @@ import (
 // CRD and rights they take away, and epsilon, at which
 // TestChurningSecretReengagesAtABoundedRate counts the watches of its
 // engagements beside them.
-var ownMembers = &lateMembers{names: []string{"delta", "epsilon"}}
+var ownMembers = &hubtest.LateMembers{Names: []string{"delta", "epsilon"}}
 
 // deltaMember is the member whose CRD and rights the tests take away. Of
 // the tests at delta, only TestLostRightsAndLostCRDAreSeenAndRecovered runs
 // beside others: it deletes the CRD, and with it every Widget there.
-func deltaMember(t *testing.T) *fleet.ControlPlane { return ownMembers.get(t, "delta") }
+func deltaMember(t *testing.T) *fleet.ControlPlane { return ownMembers.Get(t, "delta") }
 
 // A member whose identity loses its rights, or which loses the Widget CRD,
 // while engaged is reported as such within 30 s, and once fixed is engaged
@@ -144,7 +144,7 @@ func churn(t *testing.T, name string, d time.Duration, kubeconfigs [][]byte) []b
 // at a bounded rate and ends on its last version; when only the token
 // changes, the member keeps its caches: no watch or list starts anew.
 func TestChurningSecretReengagesAtABoundedRate(t *testing.T) {
-	d := ownMembers.get(t, "epsilon")
+	d := ownMembers.Get(t, "epsilon")
 	t.Parallel()
 	hubtest.InstallMemberRole(t, d)
 	tokens := []string{

@@ -51,7 +51,7 @@ const (
 )
 
 var (
-	renewMembers   = &lateMembers{names: []string{renewShared, renewInPlace, renewFailure}, audit: true}
+	renewMembers   = &hubtest.LateMembers{Names: []string{renewShared, renewInPlace, renewFailure}, Audit: true}
 	renewFilesOnce sync.Once
 	renewFiles     *fleet.KubeconfigFiles
 	renewFilesErr  error
@@ -63,7 +63,7 @@ var (
 // t.Parallel.
 func renewMember(t *testing.T, name string) (*fleet.ControlPlane, *fleet.KubeconfigFiles) {
 	t.Helper()
-	plane := renewMembers.get(t, name)
+	plane := renewMembers.Get(t, name)
 	renewFilesOnce.Do(func() {
 		var dir string
 		if dir, renewFilesErr = os.MkdirTemp("", "widgethub-renew-"); renewFilesErr == nil {

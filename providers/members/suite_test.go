@@ -3,7 +3,6 @@ package members_test
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ import (
 // test (-parallel 8) runs them side by side once the others are done. Each
 // has what it counts or breaks to itself: a registration of its own, and a
 // member of its own where it takes something away from the member or counts
-// requests there (lateMembers, started before t.Parallel).
+// requests there (hubtest.LateMembers, started before t.Parallel).
 var (
 	testFleet *fleet.Fleet
 	hubNS     = "widgethub-system"
@@ -105,46 +104,4 @@ func startEngine(hub *fleet.ControlPlane) (stop func() error, err error) {
 		cancel()
 		return <-done
 	}, nil
-}
-
-// lateMembers are members of the suite started together, at the first call
-// of get, for the tests that need one of their own. Fleet's members are not
-// safe to add beside a test that reads them: a test calls get before
-// t.Parallel.
-type lateMembers struct {
-	names []string
-	// audit gives them an audit log (fleet.ControlPlane.Reads, Writes).
-	audit bool
-
-	once   sync.Once
-	planes map[string]*fleet.ControlPlane
-	err    error
-}
-
-// get returns the member called name, starting them all first if need be.
-func (l *lateMembers) get(t *testing.T, name string) *fleet.ControlPlane {
-	t.Helper()
-	l.once.Do(func() {
-		add := testFleet.AddMembers
-		if l.audit {
-			add = testFleet.AddAuditedMembers
-		}
-		var planes []*fleet.ControlPlane
-		if planes, l.err = add(l.names...); l.err != nil {
-			return
-		}
-		l.planes = map[string]*fleet.ControlPlane{}
-		for i, p := range planes {
-			l.planes[l.names[i]] = p
-			fleet.HandOverKubeconfig(p.Kubeconfig)
-		}
-	})
-	if l.err != nil {
-		t.Fatal(l.err)
-	}
-	plane := l.planes[name]
-	if plane == nil {
-		t.Fatalf("no member %q among %v", name, l.names)
-	}
-	return plane
 }

@@ -50,28 +50,14 @@ var (
 	// profiledMembers are members that only these tests register: the
 	// suite's manager serves alpha and beta, so a Widget there is reconciled
 	// whatever the ClusterProfile manager does.
-	profiledMembers     [2]*fleet.ControlPlane
-	profiledMembersOnce sync.Once
-	profiledMembersErr  error
+	profiledMembers = &hubtest.LateMembers{Names: []string{"profiled-a", "profiled-b"}}
 )
 
 // profiled returns the two members only the ClusterProfile tests register,
 // starting them the first time.
 func profiled(t *testing.T) (a, b *fleet.ControlPlane) {
 	t.Helper()
-	profiledMembersOnce.Do(func() {
-		var planes []*fleet.ControlPlane
-		if planes, profiledMembersErr = testFleet.AddMembers("profiled-a", "profiled-b"); profiledMembersErr == nil {
-			copy(profiledMembers[:], planes)
-			for _, p := range planes {
-				fleet.HandOverKubeconfig(p.Kubeconfig)
-			}
-		}
-	})
-	if profiledMembersErr != nil {
-		t.Fatalf("start the ClusterProfile tests' members: %v", profiledMembersErr)
-	}
-	return profiledMembers[0], profiledMembers[1]
+	return profiledMembers.Get(t, "profiled-a"), profiledMembers.Get(t, "profiled-b")
 }
 
 // setUpProfiles installs the ClusterProfile CRD on the hub, once.

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,26 +129,14 @@ func scrapeMetrics(g Gomega, addr string) *exposition {
 	return e
 }
 
-var (
-	scrapeMembersOnce sync.Once
-	scrapeMembers     []*fleet.ControlPlane
-	scrapeMembersErr  error
-)
+// scrapeMembers are two members that only the metrics test's manager
+// serves, so that everything its metrics count is the test's doing.
+var scrapeMembers = &hubtest.LateMembers{Names: []string{"scrape-a", "scrape-b"}}
 
-// scrapeMembersOf starts, once, two members that only the metrics test's
-// manager serves, so that everything its metrics count is the test's doing.
+// scrapeMembersOf starts the scrape members once and returns them.
 func scrapeMembersOf(t *testing.T) (a, b *fleet.ControlPlane) {
 	t.Helper()
-	scrapeMembersOnce.Do(func() {
-		scrapeMembers, scrapeMembersErr = testFleet.AddMembers("scrape-a", "scrape-b")
-		for _, m := range scrapeMembers {
-			fleet.HandOverKubeconfig(m.Kubeconfig)
-		}
-	})
-	if scrapeMembersErr != nil {
-		t.Fatal(scrapeMembersErr)
-	}
-	return scrapeMembers[0], scrapeMembers[1]
+	return scrapeMembers.Get(t, "scrape-a"), scrapeMembers.Get(t, "scrape-b")
 }
 
 func TestMetricsEndpointServesTheDocumentedSeries(t *testing.T) {
