@@ -66,6 +66,11 @@ func engagedFlood(ctx context.Context, t *testing.T, flooded, quiet *fleet.Contr
 	}
 	floodTracker := startTracker(ctx, t, flooded, "")
 	quietTracker := startTracker(ctx, t, quiet, "quiet")
+	quietRollouts, err := newRolloutTracker(ctx, quiet.Config, connect.NewScheme(), "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(quietRollouts.stop)
 
 	for _, m := range []*fleet.ControlPlane{flooded, quiet} {
 		if err := testFleet.Hub.Client.Create(ctx, registration.NewSecret(registration.DefaultNamespace, m.Name, m.Kubeconfig)); err != nil {
@@ -87,7 +92,7 @@ func engagedFlood(ctx context.Context, t *testing.T, flooded, quiet *fleet.Contr
 	}
 	return flood{
 		flooded: floodedClient, quiet: quietClient,
-		floodTracker: floodTracker, quietTracker: quietTracker,
+		floodTracker: floodTracker, quietTracker: quietTracker, quietRollouts: quietRollouts,
 		floodNamespace: "flood", widgets: floodWidgets, writers: 32,
 		quietNamespace: "quiet", quietWidgets: quietWidgets, changeEvery: 50 * time.Millisecond,
 		window: 3 * time.Minute,
@@ -121,6 +126,7 @@ func expectQuietServedDuringBacklog(t *testing.T, res *floodResult) {
 	drain := res.drainTime()
 	var slowest time.Duration
 	duringBacklog := 0
+	var undeployed []string
 	for _, c := range res.changes {
 		if c.reconciled.IsZero() {
 			t.Fatalf("quiet change of %s (generation %d) was not reconciled within the window", c.key, c.generation)
@@ -129,6 +135,13 @@ func expectQuietServedDuringBacklog(t *testing.T, res *floodResult) {
 		if c.floodLeft > 0 {
 			duringBacklog++
 		}
+		if c.deployed.IsZero() {
+			undeployed = append(undeployed, fmt.Sprintf("%s generation %d", c.key, c.generation))
+		}
+	}
+	// The bench splits each change's time at its Deployment's write.
+	if len(undeployed) > 0 {
+		t.Errorf("the Deployments of %d of %d quiet changes were not seen with their new replicas, first %s", len(undeployed), len(res.changes), undeployed[0])
 	}
 	p50, p99 := p50p99(res.latencies(res.end))
 	t.Logf("quiet change latency p50 %s, p99 %s, max %s; %d of %d reconciled while the flood had a backlog",

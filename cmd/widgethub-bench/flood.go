@@ -22,6 +22,8 @@ type flood struct {
 	flooded, quiet client.Client
 	// floodTracker and quietTracker watch the two members.
 	floodTracker, quietTracker *tracker
+	// quietRollouts, when set, watches the quiet member's Deployments.
+	quietRollouts *rolloutTracker
 	// floodNamespace receives widgets new Widgets from writers writers.
 	floodNamespace string
 	widgets        int
@@ -67,8 +69,12 @@ type floodResult struct {
 type change struct {
 	key        types.NamespacedName
 	generation int64
+	replicas   int32
 	// at is when the patch was sent, patched when its response arrived.
 	at, patched time.Time
+	// deployed is when the Widget's Deployment was seen with the new
+	// replicas; zero when it was not, or not watched.
+	deployed time.Time
 	// reconciled is when the change was seen reconciled; zero when it was
 	// not by the end of the window.
 	reconciled time.Time
@@ -162,6 +168,12 @@ func (f flood) run(ctx context.Context) (*floodResult, error) {
 		c.reconciled = at
 		c.floodLeft = f.widgets - f.floodTracker.reconciledBy(f.floodNamespace, at)
 	}
+	if f.quietRollouts != nil {
+		for i := range res.changes {
+			c := &res.changes[i]
+			c.deployed, _ = f.quietRollouts.seenAt(c.key.Name, c.replicas, c.at)
+		}
+	}
 	return res, nil
 }
 
@@ -191,14 +203,15 @@ func (f flood) change(ctx context.Context, drained <-chan struct{}, res *floodRe
 		key := types.NamespacedName{Namespace: f.quietNamespace, Name: fleet.WidgetName(quietPrefix, i%f.quietWidgets)}
 		at := time.Now()
 		// Alternate 1 and 2 replicas so that every patch changes the spec.
-		gen, err := setReplicas(ctx, f.quiet, key, int32(2-(i/f.quietWidgets)%2))
+		replicas := int32(2 - (i/f.quietWidgets)%2)
+		gen, err := setReplicas(ctx, f.quiet, key, replicas)
 		if err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return nil // the window closed during the patch
 			}
 			return fmt.Errorf("change quiet widget: %w", err)
 		}
-		res.changes = append(res.changes, change{key: key, generation: gen, at: at, patched: time.Now()})
+		res.changes = append(res.changes, change{key: key, generation: gen, replicas: replicas, at: at, patched: time.Now()})
 	}
 }
 

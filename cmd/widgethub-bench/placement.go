@@ -33,6 +33,7 @@ var placements = []placement{own, colocated}
 var ownTwins = map[int]int{
 	rowQuietBaseline: rowQuietBaselineOwn,
 	rowFairness:      rowFairnessOwn,
+	rowQuietSplit:    rowQuietSplitOwn,
 	rowDrain:         rowDrainOwn,
 	rowFairnessLarge: rowFairnessLargeOwn,
 	rowDrainLarge:    rowDrainLargeOwn,

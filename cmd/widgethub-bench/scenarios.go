@@ -279,6 +279,9 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		return outcome, fmt.Errorf("widgethub reconciled %d of %d flooded Widgets within %s", res.reconciled, size.widgets, b.windowFor(impl))
 	}
 	p50, p99 := b.recordFairness(impl, res, b.row(size.fairnessRow))
+	if size.main {
+		b.recordQuietSplit(impl, res)
+	}
 	if size.main && b.placement == colocated {
 		b.traces = append(b.traces, traceOf(impl, res, res.start.Add(b.windowFor(impl))))
 	}
@@ -304,10 +307,18 @@ func (b *benchmark) newFlood(ctx context.Context, impl string, flooded, quiet me
 		floodTracker.stop()
 		return f, nil, err
 	}
-	stopTrackers = func() { stopAll([]*tracker{quietTracker, floodTracker}) }
+	quietRollouts, err := newRolloutTracker(ctx, quiet.Config, scheme, quietNS)
+	if err != nil {
+		stopAll([]*tracker{quietTracker, floodTracker})
+		return f, nil, err
+	}
+	stopTrackers = func() {
+		quietRollouts.stop()
+		stopAll([]*tracker{quietTracker, floodTracker})
+	}
 	return flood{
 		flooded: flooded.client, quiet: quiet.client,
-		floodTracker: floodTracker, quietTracker: quietTracker,
+		floodTracker: floodTracker, quietTracker: quietTracker, quietRollouts: quietRollouts,
 		floodNamespace: floodNS, widgets: widgets, writers: b.writers,
 		quietNamespace: quietNS, quietWidgets: b.quietWidgets, changeEvery: b.changeEvery,
 		window: b.windowFor(impl), writes: flooded.writes,
@@ -345,6 +356,32 @@ func (b *benchmark) recordFairness(impl string, res *floodResult, row int) (p50,
 	b.table.add(row, impl, fmt.Sprintf("%s / %s (n=%d; the patch call itself %s / %s)", p50, p99, len(lat), pp50, pp99),
 		quantileKey(p99), fairEnough(p99, pp99))
 	return p50, p99
+}
+
+// recordQuietSplit sets impl's row of where the quiet changes' time went
+// during the flood, as the bench's watches saw it: the patch call, then from
+// its answer until the Widget's Deployment was seen with the new replicas
+// (the hub's watch of the Widget, its queue, its reads and the Deployment's
+// apply), then until the Widget's status was seen (the status patch). Only
+// changes seen at both ends count.
+func (b *benchmark) recordQuietSplit(impl string, res *floodResult) {
+	var call, toDeployment, toStatus []sample
+	for _, c := range res.changes {
+		if c.deployed.IsZero() || c.reconciled.IsZero() {
+			continue
+		}
+		call = append(call, sample{value: c.patched.Sub(c.at)})
+		toDeployment = append(toDeployment, sample{value: c.deployed.Sub(c.patched)})
+		toStatus = append(toStatus, sample{value: c.reconciled.Sub(c.deployed)})
+	}
+	if len(call) == 0 {
+		return
+	}
+	c50, c99 := p50p99(call)
+	d50, d99 := p50p99(toDeployment)
+	s50, s99 := p50p99(toStatus)
+	b.table.add(b.row(rowQuietSplit), impl, fmt.Sprintf("%s / %s; %s / %s; %s / %s (n=%d of %d)",
+		c50, c99, d50, d99, s50, s99, len(call), len(res.changes)), quantileKey(d99), false)
 }
 
 // atMostTuned is the rule of the targets relative to the tuned peer in the

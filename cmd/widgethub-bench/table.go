@@ -21,6 +21,8 @@ const (
 	rowQuietBaseline
 	rowFairnessOwn
 	rowFairness
+	rowQuietSplitOwn
+	rowQuietSplit
 	rowDrainOwn
 	rowDrain
 	rowFairnessLargeOwn
@@ -135,9 +137,11 @@ func (b *benchmark) missed() []string {
 
 func (b *benchmark) rowTitles() [rowCount]string {
 	return placedTitles([rowCount]string{
-		rowEngage:          fmt.Sprintf("engage latency: Secret created -> first Widget reconciled (member of %d Widgets; median of %d)", b.engageWidgets, b.engageRounds),
-		rowQuietBaseline:   fmt.Sprintf("quiet member change latency p50 / p99 with no flood (%d changes, one every %s)", b.baselineChanges, b.changeEvery),
-		rowFairness:        fairnessTitle(b.floodWidgets),
+		rowEngage:        fmt.Sprintf("engage latency: Secret created -> first Widget reconciled (member of %d Widgets; median of %d)", b.engageWidgets, b.engageRounds),
+		rowQuietBaseline: fmt.Sprintf("quiet member change latency p50 / p99 with no flood (%d changes, one every %s)", b.baselineChanges, b.changeEvery),
+		rowFairness:      fairnessTitle(b.floodWidgets),
+		rowQuietSplit: fmt.Sprintf("the same changes, p50 / p99 of each step as the bench's watches see it: its patch call; answered -> the Widget's Deployment written; -> the Widget's status written (%d-Widget flood)",
+			b.floodWidgets),
 		rowDrain:           b.drainTitle(b.floodWidgets),
 		rowFairnessLarge:   fairnessTitle(b.largeFloodWidgets),
 		rowDrainLarge:      b.drainTitle(b.largeFloodWidgets),

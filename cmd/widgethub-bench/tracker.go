@@ -11,14 +11,14 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 )
 
 // tracker records when the Widgets of one member are reconciled.
 type tracker struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	*watch
 
 	mu sync.Mutex
 	// changed is closed and replaced whenever a new observation is recorded.
@@ -45,52 +45,71 @@ type observation struct {
 // namespace only when it is not empty, and returns once the initial list is
 // recorded. Widgets already reconciled count as reconciled at that moment.
 func newTracker(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (*tracker, error) {
+	t := &tracker{
+		changed:         make(chan struct{}),
+		widgets:         map[types.NamespacedName]*history{},
+		firstReconciled: map[string][]time.Time{},
+	}
+	w, err := startWatch(ctx, cfg, scheme, namespace, &v1alpha1.Widget{}, t.record, func(err error) {
+		t.mu.Lock()
+		t.err = err
+		t.mu.Unlock()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tracker: %w", err)
+	}
+	t.watch = w
+	return t, nil
+}
+
+// watch is an informer of the bench's, on one API server.
+type watch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startWatch starts an informer of obj's kind at cfg, in namespace only when
+// it is not empty, that passes every object added or updated to record, and
+// returns once the initial list is recorded. failed gets the informer's error
+// when it ends on one.
+func startWatch(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string, obj client.Object, record func(any), failed func(error)) (*watch, error) {
 	opts := cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()}
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
 	c, err := cache.New(rest.CopyConfig(cfg), opts)
 	if err != nil {
-		return nil, fmt.Errorf("tracker cache: %w", err)
+		return nil, fmt.Errorf("cache: %w", err)
 	}
-	informer, err := c.GetInformer(ctx, &v1alpha1.Widget{}, cache.BlockUntilSynced(false))
+	informer, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
-		return nil, fmt.Errorf("tracker informer: %w", err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	t := &tracker{
-		cancel:          cancel,
-		done:            make(chan struct{}),
-		changed:         make(chan struct{}),
-		widgets:         map[types.NamespacedName]*history{},
-		firstReconciled: map[string][]time.Time{},
+		return nil, fmt.Errorf("informer: %w", err)
 	}
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    t.record,
-		UpdateFunc: func(_, obj any) { t.record(obj) },
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
 	}); err != nil {
-		cancel()
-		return nil, fmt.Errorf("tracker handler: %w", err)
+		return nil, fmt.Errorf("handler: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watch{cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(t.done)
+		defer close(w.done)
 		if err := c.Start(ctx); err != nil {
-			t.mu.Lock()
-			t.err = err
-			t.mu.Unlock()
+			failed(err)
 		}
 	}()
 	if !c.WaitForCacheSync(ctx) {
-		t.stop()
-		return nil, fmt.Errorf("tracker for %s: cache did not sync", cfg.Host)
+		w.stop()
+		return nil, fmt.Errorf("%s: cache did not sync", cfg.Host)
 	}
-	return t, nil
+	return w, nil
 }
 
-// stop stops the tracker's informer and waits for it to end.
-func (t *tracker) stop() {
-	t.cancel()
-	<-t.done
+// stop stops the informer and waits for it to end.
+func (w *watch) stop() {
+	w.cancel()
+	<-w.done
 }
 
 func (t *tracker) record(obj any) {
