@@ -16,8 +16,24 @@ import (
 // Linux everywhere).
 const clockTicks = 100
 
-// fleetProcesses are the command names of the fleet's processes.
-var fleetProcesses = []string{"kube-apiserver", "etcd"}
+// fleetCPU is the CPU time the fleet's processes have used: every
+// kube-apiserver's and every etcd's.
+type fleetCPU struct{ apiservers, etcds time.Duration }
+
+func readFleetCPU() (fleetCPU, error) {
+	apiservers, err := processCPU("kube-apiserver")
+	if err != nil {
+		return fleetCPU{}, err
+	}
+	etcds, err := processCPU("etcd")
+	return fleetCPU{apiservers: apiservers, etcds: etcds}, err
+}
+
+func (c fleetCPU) sub(before fleetCPU) fleetCPU {
+	return fleetCPU{apiservers: c.apiservers - before.apiservers, etcds: c.etcds - before.etcds}
+}
+
+func (c fleetCPU) total() time.Duration { return c.apiservers + c.etcds }
 
 // processCPU returns the CPU time (user and system) the running processes
 // named one of names have used so far, from /proc. The fleet's API servers

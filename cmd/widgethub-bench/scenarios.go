@@ -640,7 +640,7 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 	if err != nil {
 		return c, err
 	}
-	fleetCPUBefore, err := processCPU(fleetProcesses...)
+	fleetCPUBefore, err := readFleetCPU()
 	if err != nil {
 		return c, err
 	}
@@ -674,19 +674,21 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 		return c, err
 	}
 	writes = writes.sub(writesBefore)
-	fleetCPU, err := processCPU(fleetProcesses...)
+	fleetCPUAfter, err := readFleetCPU()
 	if err != nil {
 		return c, err
 	}
+	spent := fleetCPUAfter.sub(fleetCPUBefore)
 	managerCPU, err := p.cpu()
 	if err != nil {
 		return c, err
 	}
-	logf("convergence, %s, %s, %d member(s): %s; %d controller writes, %d in all (Events included); CPU: manager %s, API servers and etcds %s",
-		impl, b.placement, len(members), formatDuration(took), writes.controller, writes.all, formatDuration(managerCPU), formatDuration(fleetCPU-fleetCPUBefore))
+	logf("convergence, %s, %s, %d member(s): %s; %d controller writes, %d in all (Events included), %d lists, %d gets; CPU: manager %s, API servers and etcds %s (API servers %s, etcds %s)",
+		impl, b.placement, len(members), formatDuration(took), writes.controller, writes.all, writes.lists, writes.gets, formatDuration(managerCPU),
+		formatDuration(spent.total()), formatDuration(spent.apiservers), formatDuration(spent.etcds))
 	// On one machine the members' API servers share its CPUs with each other
 	// and the manager: their CPU per Widget shows what the spread costs.
-	perWidget := (fleetCPU - fleetCPUBefore) / time.Duration(total)
+	perWidget := spent.total() / time.Duration(total)
 	return convergence{text: fmt.Sprintf("%s (%.0f Widgets/s; API servers and etcds %s CPU per Widget)",
 		formatDuration(took), float64(total)/took.Seconds(), formatDuration(perWidget)), took: took, done: true}, nil
 }

@@ -60,6 +60,8 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="widge
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="widgethub.io",resource="widgets",scope="resource",subresource="",verb="POST",version="v1alpha1"} 100
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="widgethub.io",resource="widgets",scope="resource",subresource="",verb="LIST",version="v1alpha1"} 7
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="status",verb="PUT",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="GET",version="v1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="WATCH",version="v1"} 9
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 80
 apiserver_request_total_other{verb="POST"} 1000
 `)
@@ -67,7 +69,7 @@ apiserver_request_total_other{verb="POST"} 1000
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (writeCounts{controller: 83, all: 266}); got != want {
+	if want := (writeCounts{controller: 83, all: 266, lists: 7, gets: 5}); got != want {
 		t.Fatalf("countWrites = %+v, want %+v", got, want)
 	}
 }

@@ -35,15 +35,17 @@ type writeCounts struct {
 	controller int64
 	// all counts every write, whoever made it.
 	all int64
+	// lists and gets count the reads beside them, whoever made them.
+	lists, gets int64
 }
 
 // sub is w minus v.
 func (w writeCounts) sub(v writeCounts) writeCounts {
-	return writeCounts{controller: w.controller - v.controller, all: w.all - v.all}
+	return writeCounts{controller: w.controller - v.controller, all: w.all - v.all, lists: w.lists - v.lists, gets: w.gets - v.gets}
 }
 
 func (w writeCounts) add(v writeCounts) writeCounts {
-	return writeCounts{controller: w.controller + v.controller, all: w.all + v.all}
+	return writeCounts{controller: w.controller + v.controller, all: w.all + v.all, lists: w.lists + v.lists, gets: w.gets + v.gets}
 }
 
 // count returns the writes so far.
@@ -68,7 +70,8 @@ func countMemberWrites(ctx context.Context, members []member) (writeCounts, erro
 	return total, nil
 }
 
-// countWrites sums apiserver_request_total over the write verbs.
+// countWrites sums apiserver_request_total over the write verbs, and over
+// LIST and GET.
 func countWrites(metrics []byte) (writeCounts, error) {
 	counts, err := fleet.ParseRequestCounts(metrics)
 	if err != nil {
@@ -78,6 +81,12 @@ func countWrites(metrics []byte) (writeCounts, error) {
 	for _, c := range counts {
 		switch c.Labels["verb"] {
 		case "POST", "PUT", "PATCH", "APPLY", "DELETE":
+		case "LIST":
+			total.lists += int64(c.Count)
+			continue
+		case "GET":
+			total.gets += int64(c.Count)
+			continue
 		default:
 			continue
 		}
