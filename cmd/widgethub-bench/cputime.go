@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,12 +22,8 @@ const clockTicks = 100
 type fleetCPU struct{ apiservers, etcds time.Duration }
 
 func readFleetCPU() (fleetCPU, error) {
-	apiservers, err := processCPU("kube-apiserver")
-	if err != nil {
-		return fleetCPU{}, err
-	}
-	etcds, err := processCPU("etcd")
-	return fleetCPU{apiservers: apiservers, etcds: etcds}, err
+	cpu, err := processCPU("kube-apiserver", "etcd")
+	return fleetCPU{apiservers: cpu["kube-apiserver"], etcds: cpu["etcd"]}, err
 }
 
 func (c fleetCPU) sub(before fleetCPU) fleetCPU {
@@ -35,16 +32,16 @@ func (c fleetCPU) sub(before fleetCPU) fleetCPU {
 
 func (c fleetCPU) total() time.Duration { return c.apiservers + c.etcds }
 
-// processCPU returns the CPU time (user and system) the running processes
-// named one of names have used so far, from /proc. The fleet's API servers
-// and etcds share the machine's CPUs with the manager, so what they use over
-// a run tells where its time went.
-func processCPU(names ...string) (time.Duration, error) {
+// processCPU returns, for each of names, the CPU time (user and system) the
+// running processes of that command name have used so far, from one pass
+// over /proc. The fleet's API servers and etcds share the machine's CPUs
+// with the manager, so what they use over a run tells where its time went.
+func processCPU(names ...string) (map[string]time.Duration, error) {
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total time.Duration
+	total := make(map[string]time.Duration, len(names))
 	for _, path := range stats {
 		comm, cpu, err := readProcStat(path)
 		var unread *fs.PathError
@@ -52,12 +49,10 @@ func processCPU(names ...string) (time.Duration, error) {
 			continue // the process has exited
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		for _, n := range names {
-			if comm == n {
-				total += cpu
-			}
+		if slices.Contains(names, comm) {
+			total[comm] += cpu
 		}
 	}
 	return total, nil

@@ -35,7 +35,7 @@ func TestProcessCPUOfThisTest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cpu < own {
-		t.Fatalf("processes named %q used %s of CPU, less than this one's own %s", comm, cpu, own)
+	if cpu[comm] < own {
+		t.Fatalf("processes named %q used %s of CPU, less than this one's own %s", comm, cpu[comm], own)
 	}
 }
