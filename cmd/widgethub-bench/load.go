@@ -38,18 +38,37 @@ func setReplicas(ctx context.Context, c client.Client, key types.NamespacedName,
 	return w.Generation, nil
 }
 
-// patchCeiling measures the API server's write ceiling: writers goroutines
+// patchCeiling measures the write ceiling of the API servers behind
+// clients: writers goroutines, the i-th writing to clients[i%len(clients)],
 // each merge-patch the status of a Widget of their own in namespace, one
 // request after another, for d. It returns the patches per second.
-func patchCeiling(ctx context.Context, c client.Client, namespace string, writers int, d time.Duration) (float64, error) {
-	prefix := fmt.Sprintf("ceiling-%d", writers)
-	if err := fleet.CreateWidgets(ctx, c, namespace, prefix, writers, writers); err != nil {
+func patchCeiling(ctx context.Context, clients []client.Client, namespace string, writers int, d time.Duration) (float64, error) {
+	prefix, err := createPatchTargets(ctx, clients, namespace, writers)
+	if err != nil {
 		return 0, err
 	}
+	return patchStatuses(ctx, clients, namespace, prefix, writers, d)
+}
+
+// createPatchTargets creates, through each of clients, the Widgets that
+// patchStatuses with writers writers patches, and returns their prefix.
+func createPatchTargets(ctx context.Context, clients []client.Client, namespace string, writers int) (string, error) {
+	prefix := fmt.Sprintf("ceiling-%d", writers)
+	for _, c := range clients {
+		if err := fleet.CreateWidgets(ctx, c, namespace, prefix, writers, writers); err != nil {
+			return "", err
+		}
+	}
+	return prefix, nil
+}
+
+// patchStatuses is patchCeiling's load on Widgets createPatchTargets made.
+func patchStatuses(ctx context.Context, clients []client.Client, namespace, prefix string, writers int, d time.Duration) (float64, error) {
 	var patches atomic.Int64
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	err := fleet.Parallel(writers, writers, func(i int) error {
+		c := clients[i%len(clients)]
 		w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fleet.WidgetName(prefix, i)}}
 		for n := 1; time.Now().Before(deadline); n++ {
 			patch := fmt.Appendf(nil, `{"status":{"availableReplicas":%d}}`, n)

@@ -330,6 +330,9 @@ type benchmark struct {
 	controlPlaneProcs int
 	// ownCeiling is ceiling on the rows of members with their own CPUs.
 	ownCeiling [][2]float64
+	// spreads are measureSpread's costs, one pair per repetition of the
+	// cold starts: on one member, spread over the cold start's members.
+	spreads [][2]spreadCost
 }
 
 // member is one API server of the fleet with a direct, unthrottled client.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/widgethub/widgethub/clusters/connect"
@@ -196,7 +197,7 @@ func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) 
 func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 	var c [2]float64
 	for i, writers := range []int{1, b.writers} {
-		rate, err := patchCeiling(ctx, m.client, "ceiling", writers, b.ceilingFor)
+		rate, err := patchCeiling(ctx, []client.Client{m.client}, "ceiling", writers, b.ceilingFor)
 		if err != nil {
 			return err
 		}
@@ -554,6 +555,13 @@ func (b *benchmark) converge(ctx context.Context, impls []string) error {
 	if err := b.ensureMembers(b.convergeMembers); err != nil {
 		return err
 	}
+	// Measured co-located, where the cold start's spread costs CPU (run
+	// places every scenario co-located before it begins).
+	one, spread, err := b.measureSpread(ctx, b.members[:b.convergeMembers])
+	if err != nil {
+		return err
+	}
+	b.spreads = append(b.spreads, [2]spreadCost{one, spread})
 	for _, c := range []struct {
 		row, members, widgets int
 	}{

@@ -41,6 +41,7 @@ const (
 	rowConverge
 	rowConvergeOneOwn
 	rowConvergeOne
+	rowSpread
 	rowShardEngage
 	rowScale
 	rowScaleRest
@@ -152,6 +153,8 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowMemoryTotal:     fmt.Sprintf("hub memory with %d idle members", b.idleMembers),
 		rowConverge:        fmt.Sprintf("cold start: %d members x %d Widgets, manager start -> all reconciled", b.convergeMembers, b.convergeWidgets),
 		rowConvergeOne:     fmt.Sprintf("cold start: 1 member x %d Widgets (no spread over co-located API servers), manager start -> all reconciled", b.convergeOneWidgets),
+		rowSpread: fmt.Sprintf("what writing to %d co-located members at once costs them: status patches/s and API-server + etcd CPU per patch beyond idle, %d writers on 1 member; 1 writer on each (no manager running)",
+			b.convergeMembers, b.convergeMembers),
 		rowShardEngage: fmt.Sprintf("sharding: %d registrations (%d API servers, %d Widgets each) on 1 replica, then on %d replicas: Secrets created -> all engaged; heap and RSS per replica once idle",
 			b.shardMembers, b.shardServers, b.shardWidgets, b.shardReplicas),
 		rowScale: fmt.Sprintf("scale: %v registrations, each its own user (%d API servers, %d Widgets each), on %d sharded replicas: Secrets created -> all engaged; heap and RSS per replica at rest",
@@ -243,6 +246,11 @@ func (b *benchmark) rows() [][]string {
 			b.table.shared[row] = strings.Join(ceilings, "; ")
 		}
 	}
+	var spreads []string
+	for _, s := range b.spreads {
+		spreads = append(spreads, fmt.Sprintf("%s; %s", s[0], s[1]))
+	}
+	b.table.shared[rowSpread] = strings.Join(spreads, " | ")
 	titles := b.rowTitles()
 	header := []string{"measurement"}
 	for _, impl := range b.impls {
@@ -259,7 +267,7 @@ func (b *benchmark) rows() [][]string {
 		}
 		for _, impl := range b.impls {
 			v, _ := b.table.cell(r, impl)
-			if r == rowCeiling || r == rowCeilingOwn {
+			if r == rowCeiling || r == rowCeilingOwn || r == rowSpread {
 				v = b.table.shared[r]
 			}
 			if v == "" {
