@@ -17,31 +17,47 @@ import (
 // Linux everywhere).
 const clockTicks = 100
 
-// fleetCPU is the CPU time the fleet's processes have used: every
-// kube-apiserver's and every etcd's.
-type fleetCPU struct{ apiservers, etcds time.Duration }
+// fleetCPU is what the fleet's processes have used of the CPUs: every
+// kube-apiserver's and every etcd's CPU time, and how many times their
+// threads were put on a CPU (runs): a process that serves its requests a
+// few at a time wakes, and is scheduled, for each few.
+type fleetCPU struct {
+	apiservers, etcds       time.Duration
+	apiserverRuns, etcdRuns int64
+}
 
 func readFleetCPU() (fleetCPU, error) {
-	cpu, err := processCPU("kube-apiserver", "etcd")
-	return fleetCPU{apiservers: cpu["kube-apiserver"], etcds: cpu["etcd"]}, err
+	use, err := processCPU("kube-apiserver", "etcd")
+	apiservers, etcds := use["kube-apiserver"], use["etcd"]
+	return fleetCPU{apiservers: apiservers.cpu, etcds: etcds.cpu, apiserverRuns: apiservers.runs, etcdRuns: etcds.runs}, err
 }
 
 func (c fleetCPU) sub(before fleetCPU) fleetCPU {
-	return fleetCPU{apiservers: c.apiservers - before.apiservers, etcds: c.etcds - before.etcds}
+	return fleetCPU{apiservers: c.apiservers - before.apiservers, etcds: c.etcds - before.etcds,
+		apiserverRuns: c.apiserverRuns - before.apiserverRuns, etcdRuns: c.etcdRuns - before.etcdRuns}
 }
 
 func (c fleetCPU) total() time.Duration { return c.apiservers + c.etcds }
 
-// processCPU returns, for each of names, the CPU time (user and system) the
-// running processes of that command name have used so far, from one pass
-// over /proc. The fleet's API servers and etcds share the machine's CPUs
-// with the manager, so what they use over a run tells where its time went.
-func processCPU(names ...string) (map[string]time.Duration, error) {
+// processUse is what the running processes of one command name have used so
+// far: CPU time (user and system), and the times their threads were put on
+// a CPU (the third field of each thread's /proc/<pid>/task/<tid>/schedstat;
+// zero where the kernel keeps no such count).
+type processUse struct {
+	cpu  time.Duration
+	runs int64
+}
+
+// processCPU returns, for each of names, what the running processes of that
+// command name have used so far, from one pass over /proc. The fleet's API
+// servers and etcds share the machine's CPUs with the manager, so what they
+// use over a run tells where its time went.
+func processCPU(names ...string) (map[string]processUse, error) {
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		return nil, err
 	}
-	total := make(map[string]time.Duration, len(names))
+	total := make(map[string]processUse, len(names))
 	for _, path := range stats {
 		comm, cpu, err := readProcStat(path)
 		var unread *fs.PathError
@@ -52,10 +68,40 @@ func processCPU(names ...string) (map[string]time.Duration, error) {
 			return nil, err
 		}
 		if slices.Contains(names, comm) {
-			total[comm] += cpu
+			use := total[comm]
+			use.cpu += cpu
+			use.runs += threadRuns(filepath.Dir(path))
+			total[comm] = use
 		}
 	}
 	return total, nil
+}
+
+// threadRuns sums the times the threads of the process at dir (/proc/<pid>)
+// were put on a CPU. Threads that exit meanwhile, or a kernel without the
+// count, count nothing.
+func threadRuns(dir string) int64 {
+	stats, _ := filepath.Glob(filepath.Join(dir, "task", "[0-9]*", "schedstat"))
+	var runs int64
+	for _, path := range stats {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		runs += parseSchedstatRuns(raw)
+	}
+	return runs
+}
+
+// parseSchedstatRuns is the third field of a schedstat line (time on a CPU,
+// time waiting for one, times run), or zero when it has none.
+func parseSchedstatRuns(raw []byte) int64 {
+	fields := strings.Fields(string(raw))
+	if len(fields) < 3 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(fields[2], 10, 64)
+	return n
 }
 
 // readProcStat returns the command name and CPU time of the process whose

@@ -35,7 +35,19 @@ func TestProcessCPUOfThisTest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cpu[comm] < own {
-		t.Fatalf("processes named %q used %s of CPU, less than this one's own %s", comm, cpu[comm], own)
+	if cpu[comm].cpu < own {
+		t.Fatalf("processes named %q used %s of CPU, less than this one's own %s", comm, cpu[comm].cpu, own)
+	}
+	if cpu[comm].runs == 0 {
+		t.Fatalf("the threads of processes named %q were never counted on a CPU", comm)
+	}
+}
+
+func TestParseSchedstatRuns(t *testing.T) {
+	if n := parseSchedstatRuns([]byte("0 17047 31\n")); n != 31 {
+		t.Fatalf("got %d runs, want 31", n)
+	}
+	if n := parseSchedstatRuns([]byte("0 17047\n")); n != 0 {
+		t.Fatalf("got %d runs from a short line, want 0", n)
 	}
 }

@@ -691,9 +691,10 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 	if err != nil {
 		return c, err
 	}
-	logf("convergence, %s, %s, %d member(s): %s; %d controller writes, %d in all (Events included), %d lists, %d gets; CPU: manager %s, API servers and etcds %s (API servers %s, etcds %s)",
+	logf("convergence, %s, %s, %d member(s): %s; %d controller writes, %d in all (Events included), %d lists, %d gets; CPU: manager %s, API servers and etcds %s (API servers %s, etcds %s); their threads' runs on a CPU per write: API servers %.1f, etcds %.1f",
 		impl, b.placement, len(members), formatDuration(took), writes.controller, writes.all, writes.lists, writes.gets, formatDuration(managerCPU),
-		formatDuration(spent.total()), formatDuration(spent.apiservers), formatDuration(spent.etcds))
+		formatDuration(spent.total()), formatDuration(spent.apiservers), formatDuration(spent.etcds),
+		float64(spent.apiserverRuns)/float64(writes.all), float64(spent.etcdRuns)/float64(writes.all))
 	// On one machine the members' API servers share its CPUs with each other
 	// and the manager: their CPU per Widget shows what the spread costs.
 	perWidget := spent.total() / time.Duration(total)

@@ -15,18 +15,20 @@ import (
 )
 
 // spreadCost is what the fleet's API servers and etcds spent per status
-// patch under one load: the patches/s and the CPU per patch beyond what the
-// fleet spends idle over the same time.
+// patch under one load, beyond what they spend idle over the same time: the
+// patches/s, and per patch their CPU, their threads' runs on a CPU, and the
+// etcds' writes to their write-ahead logs (one for each batch of writes
+// etcd commits).
 type spreadCost struct {
-	rate     float64
-	perPatch fleetCPU
-	// walWrites are the members' etcds' writes to their write-ahead logs
-	// per patch: one for each batch of writes etcd commits.
-	walWrites float64
+	rate                    float64
+	apiserverCPU, etcdCPU   time.Duration
+	apiserverRuns, etcdRuns float64
+	walWrites               float64
 }
 
 func (c spreadCost) String() string {
-	return fmt.Sprintf("%.0f/s, %s + %s (%.2f WAL writes)", c.rate, formatDuration(c.perPatch.apiservers), formatDuration(c.perPatch.etcds), c.walWrites)
+	return fmt.Sprintf("%.0f/s, API servers %s and %.1f runs, etcds %s and %.1f runs, %.2f WAL writes per patch",
+		c.rate, formatDuration(c.apiserverCPU), c.apiserverRuns, formatDuration(c.etcdCPU), c.etcdRuns, c.walWrites)
 }
 
 // measureSpread measures, with no manager running, what the same writers
@@ -83,13 +85,19 @@ func (b *benchmark) measureSpread(ctx context.Context, members []member) (one, s
 			return one, spread, err
 		}
 		patches := rate * took.Seconds()
+		// What the fleet spends idle over the same time is not the patches'.
 		idleShare := float64(took) / float64(b.ceilingFor)
-		costs[i] = spreadCost{rate: rate, walWrites: (walAfter - walBefore) / patches, perPatch: fleetCPU{
-			apiservers: time.Duration((float64(spent.apiservers) - idleShare*float64(idle.apiservers)) / patches),
-			etcds:      time.Duration((float64(spent.etcds) - idleShare*float64(idle.etcds)) / patches),
-		}}
+		perPatch := func(spent, idle float64) float64 { return (spent - idleShare*idle) / patches }
+		costs[i] = spreadCost{
+			rate:          rate,
+			apiserverCPU:  time.Duration(perPatch(float64(spent.apiservers), float64(idle.apiservers))),
+			etcdCPU:       time.Duration(perPatch(float64(spent.etcds), float64(idle.etcds))),
+			apiserverRuns: perPatch(float64(spent.apiserverRuns), float64(idle.apiserverRuns)),
+			etcdRuns:      perPatch(float64(spent.etcdRuns), float64(idle.etcdRuns)),
+			walWrites:     (walAfter - walBefore) / patches,
+		}
 	}
-	logf("spread, %d writers: idle fleet %s + %s in %s; on 1 member %s per patch; one on each of %d members %s per patch",
+	logf("spread, %d writers: idle fleet %s + %s in %s; on 1 member %s; one on each of %d members %s",
 		writers, formatDuration(idle.apiservers), formatDuration(idle.etcds), formatDuration(b.ceilingFor), costs[0], len(members), costs[1])
 	return costs[0], costs[1], nil
 }
