@@ -26,9 +26,11 @@ type spreadCost struct {
 	walWrites               float64
 }
 
+// String is the cost as the spread row shows it: the patches/s, then per
+// patch the API servers' and the etcds' CPU, their runs, and the WAL writes.
 func (c spreadCost) String() string {
-	return fmt.Sprintf("%.0f/s, API servers %s and %.1f runs, etcds %s and %.1f runs, %.2f WAL writes per patch",
-		c.rate, formatDuration(c.apiserverCPU), c.apiserverRuns, formatDuration(c.etcdCPU), c.etcdRuns, c.walWrites)
+	return fmt.Sprintf("%.0f/s, %s + %s, %.1f + %.1f runs, %.2f WAL writes",
+		c.rate, formatDuration(c.apiserverCPU), formatDuration(c.etcdCPU), c.apiserverRuns, c.etcdRuns, c.walWrites)
 }
 
 // measureSpread measures, with no manager running, what the same writers

@@ -22,3 +22,17 @@ etcd_disk_wal_write_duration_seconds_count 17426
 		t.Fatal("metrics without the WAL's writes were accepted")
 	}
 }
+
+func TestWriteMarkdownKeepsAPipeInsideItsCell(t *testing.T) {
+	var out strings.Builder
+	rows := [][]string{{"measurement", "result"}, {"spread", "on 1 | spread"}}
+	writeMarkdown(&out, rows)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	last := lines[len(lines)-1]
+	if cells := strings.Count(last, "|") - strings.Count(last, `\|`); cells != 3 {
+		t.Fatalf("the row %q has %d cell borders, want 3", last, cells)
+	}
+	if rows[1][1] != "on 1 | spread" {
+		t.Fatalf("writeMarkdown changed its input: %q", rows[1][1])
+	}
+}

@@ -153,7 +153,7 @@ func (b *benchmark) rowTitles() [rowCount]string {
 		rowMemoryTotal:     fmt.Sprintf("hub memory with %d idle members", b.idleMembers),
 		rowConverge:        fmt.Sprintf("cold start: %d members x %d Widgets, manager start -> all reconciled", b.convergeMembers, b.convergeWidgets),
 		rowConvergeOne:     fmt.Sprintf("cold start: 1 member x %d Widgets (no spread over co-located API servers), manager start -> all reconciled", b.convergeOneWidgets),
-		rowSpread: fmt.Sprintf("what writing to %d co-located members at once costs them: status patches/s and API-server + etcd CPU per patch beyond idle, %d writers on 1 member; 1 writer on each (no manager running)",
+		rowSpread: fmt.Sprintf("what writing to %d co-located members at once costs them, no manager running, each repetition: %d writers' status patches/s on 1 member, then spread 1 on each; per patch beyond idle, CPU and threads' runs on a CPU of the API servers + etcds, and the etcds' WAL writes",
 			b.convergeMembers, b.convergeMembers),
 		rowShardEngage: fmt.Sprintf("sharding: %d registrations (%d API servers, %d Widgets each) on 1 replica, then on %d replicas: Secrets created -> all engaged; heap and RSS per replica once idle",
 			b.shardMembers, b.shardServers, b.shardWidgets, b.shardReplicas),
@@ -247,10 +247,10 @@ func (b *benchmark) rows() [][]string {
 		}
 	}
 	var spreads []string
-	for _, s := range b.spreads {
-		spreads = append(spreads, fmt.Sprintf("%s; %s", s[0], s[1]))
+	for i, s := range b.spreads {
+		spreads = append(spreads, fmt.Sprintf("(%d) on 1: %s; spread: %s", i+1, s[0], s[1]))
 	}
-	b.table.shared[rowSpread] = strings.Join(spreads, " | ")
+	b.table.shared[rowSpread] = strings.Join(spreads, " ")
 	titles := b.rowTitles()
 	header := []string{"measurement"}
 	for _, impl := range b.impls {
@@ -287,6 +287,14 @@ func (b *benchmark) rows() [][]string {
 
 // writeMarkdown writes rows as a Markdown table, the first row its header.
 func writeMarkdown(w io.Writer, rows [][]string) {
+	// A "|" in a cell would end the cell: escape it, as Markdown allows.
+	rows = slices.Clone(rows)
+	for i, row := range rows {
+		rows[i] = slices.Clone(row)
+		for j, c := range row {
+			rows[i][j] = strings.ReplaceAll(c, "|", `\|`)
+		}
+	}
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, c := range row {
