@@ -330,6 +330,9 @@ type benchmark struct {
 	controlPlaneProcs int
 	// ownCeiling is ceiling on the rows of members with their own CPUs.
 	ownCeiling [][2]float64
+	// managerStarts counts the managers started per scenario and impl,
+	// which numbers their logs.
+	managerStarts map[string]int
 	// spreads are measureSpread's costs, one pair per repetition of the
 	// cold starts: on one member, spread over the cold start's members.
 	spreads [][2]spreadCost
@@ -445,8 +448,8 @@ func rotate(impls []string, n int) []string {
 // fails at the end if it was widgethub.
 func (b *benchmark) stop(p *managerProcess, scenario string) {
 	if err := p.stop(); err != nil {
-		logf("%s: %v", scenario, err)
-		b.badStops = append(b.badStops, fmt.Sprintf("%s: %v", scenario, err))
+		logf("%s: %v (log %s)", scenario, err, filepath.Base(p.logPath))
+		b.badStops = append(b.badStops, fmt.Sprintf("%s: %v (log %s)", scenario, err, filepath.Base(p.logPath)))
 		b.stoppedBadly = append(b.stoppedBadly, p.impl)
 	}
 }
@@ -487,10 +490,17 @@ func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
 	return nil
 }
 
-// startManager starts impl's manager process for scenario.
+// startManager starts impl's manager process for scenario. Its log is
+// numbered among the scenario's logs of impl, so that no repetition's log
+// replaces an earlier one's.
 func (b *benchmark) startManager(impl, scenario string) (*managerProcess, error) {
 	args := append([]string{"-hub-kubeconfig", b.hubKubeconfig}, b.managerArgs...)
-	p, err := startManager(impl, filepath.Join(b.logDir, scenario+"-"+impl+".log"), args)
+	name := scenario + "-" + impl
+	if b.managerStarts == nil {
+		b.managerStarts = map[string]int{}
+	}
+	b.managerStarts[name]++
+	p, err := startManager(impl, filepath.Join(b.logDir, fmt.Sprintf("%s-%d.log", name, b.managerStarts[name])), args)
 	if err != nil {
 		return nil, err
 	}
