@@ -55,6 +55,11 @@ func (b *benchmark) measureSpread(ctx context.Context, members []member) (one, s
 	if err != nil {
 		return one, spread, err
 	}
+	// As before a cold start: the members just started, or the last
+	// repetition's Widgets just deleted, are not idle yet.
+	if err := b.quiesce(ctx, "spread of writes"); err != nil {
+		return one, spread, err
+	}
 	idle, err := fleetCPUOver(func() error {
 		select {
 		case <-ctx.Done():
