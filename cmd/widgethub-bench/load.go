@@ -38,11 +38,11 @@ func setReplicas(ctx context.Context, c client.Client, key types.NamespacedName,
 	return w.Generation, nil
 }
 
-// patchCeiling measures the write ceiling of the API servers behind
-// clients: writers goroutines, the i-th writing to clients[i%len(clients)],
+// patchCeiling measures the API server's write ceiling: writers goroutines
 // each merge-patch the status of a Widget of their own in namespace, one
 // request after another, for d. It returns the patches per second.
-func patchCeiling(ctx context.Context, clients []client.Client, namespace string, writers int, d time.Duration) (float64, error) {
+func patchCeiling(ctx context.Context, c client.Client, namespace string, writers int, d time.Duration) (float64, error) {
+	clients := []client.Client{c}
 	prefix, err := createPatchTargets(ctx, clients, namespace, writers)
 	if err != nil {
 		return 0, err
@@ -62,7 +62,8 @@ func createPatchTargets(ctx context.Context, clients []client.Client, namespace 
 	return prefix, nil
 }
 
-// patchStatuses is patchCeiling's load on Widgets createPatchTargets made.
+// patchStatuses is patchCeiling's load on Widgets createPatchTargets made,
+// the i-th of writers writing through clients[i%len(clients)].
 func patchStatuses(ctx context.Context, clients []client.Client, namespace, prefix string, writers int, d time.Duration) (float64, error) {
 	var patches atomic.Int64
 	deadline := time.Now().Add(d)

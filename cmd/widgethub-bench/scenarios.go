@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/widgethub/widgethub/clusters/connect"
@@ -197,7 +196,7 @@ func (b *benchmark) floods(ctx context.Context, impls []string, size floodSize) 
 func (b *benchmark) measureCeiling(ctx context.Context, m member) error {
 	var c [2]float64
 	for i, writers := range []int{1, b.writers} {
-		rate, err := patchCeiling(ctx, []client.Client{m.client}, "ceiling", writers, b.ceilingFor)
+		rate, err := patchCeiling(ctx, m.client, "ceiling", writers, b.ceilingFor)
 		if err != nil {
 			return err
 		}
