@@ -66,10 +66,10 @@ func sha256File(t *testing.T, path string) string {
 // TestReleaseWritesAKrewManifestForItsArchives runs the release script as
 // make release does, into a temporary directory. At the lowest CPU priority:
 // its four cross-builds are minutes of CPU on a cold build cache, and make
-// test runs them beside the fleet tests (with them at the default priority,
-// TestHangingRegistrationsLeaveWorkers, then in make test, saw its healthy
-// member's longest gap between probes go from 2.8-3.1 s to 3.2-3.8 s, and
-// 4.6 s in make test, against a bound of 4 s).
+// test runs them beside the fleet tests (at the default priority they
+// stretched a healthy member's longest gap between probes in
+// TestHangingRegistrationsLeaveWorkers, then part of make test, from
+// 2.8-3.1 s to 3.2-4.6 s, against a bound of 4 s).
 func TestReleaseWritesAKrewManifestForItsArchives(t *testing.T) {
 	dir := t.TempDir()
 	dist, plugins := filepath.Join(dir, "dist"), filepath.Join(dir, "plugins")
