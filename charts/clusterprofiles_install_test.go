@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
 )
@@ -43,7 +43,7 @@ func TestChartRegistersClusterProfilesInAnotherNamespace(t *testing.T) {
 	for _, example := range docExamples(t, "install.md", "### ClusterProfiles", 2) {
 		examples = append(examples, writeFile(t, "values.yaml", example))
 	}
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	if err := inventoryv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -25,7 +25,7 @@ import (
 // them), upgrades it to other values and uninstalls it: what stays is the
 // CRDs, as Helm leaves crds/ alone.
 func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
-	h := startReleaseHub(t, fleet.Options{Scheme: connect.NewScheme(), HubCRDs: []string{}})
+	h := startReleaseHub(t, fleet.Options{Scheme: clusters.NewScheme(), HubCRDs: []string{}})
 	ctx := context.Background()
 	c := h.Hub.Client
 	apiext, err := client.New(h.Hub.Config, client.Options{})

@@ -59,7 +59,7 @@ func startHostileMember(t *testing.T) *hostileMember {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New("hostile", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log})
+	member, err := clusters.New("hostile", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log})
 	if err != nil {
 		t.Fatal(err)
 	}

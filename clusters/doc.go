@@ -1,6 +1,7 @@
 // Package clusters turns a member's checked config (package connect) into a
 // running, health-checkable controller-runtime cluster: the hub's one
-// per-member type, Member.
+// per-member type, Member. NewScheme is the scheme of the hub and its
+// members.
 //
 // New builds a Member from a connect.Config with its own HTTP client and
 // dialer, both guarded by connect. Member.Preflight checks a member before

@@ -32,7 +32,7 @@ func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New(name, cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log.WithName(name)})
+	member, err := clusters.New(name, cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log.WithName(name)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestMemberEventsStayWithinTheBudget(t *testing.T) {
 // start one, so the fuzz targets' workers start none.
 func startMember(t *testing.T) *fleet.ControlPlane {
 	t.Helper()
-	f, err := fleet.Start(fleet.Options{Members: []string{"member"}, Scheme: connect.NewScheme()})
+	f, err := fleet.Start(fleet.Options{Members: []string{"member"}, Scheme: clusters.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func (p *pathRecorder) take() []string {
 // not every group the member serves (a quarter of the hub's heap per member
 // when it did), and asks again after a miss: a CRD installed later is found.
 func TestMemberMapperDiscoversOneGroupVersion(t *testing.T) {
-	f, err := fleet.Start(fleet.Options{BareMembers: []string{"bare"}, Scheme: connect.NewScheme()})
+	f, err := fleet.Start(fleet.Options{BareMembers: []string{"bare"}, Scheme: clusters.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestMemberMapperDiscoversOneGroupVersion(t *testing.T) {
 	}
 	rec := &pathRecorder{}
 	cfg.REST.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
-	m, err := clusters.New("bare", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log})
+	m, err := clusters.New("bare", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestMemberRequestsHaveADeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New("silent", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log})
+	member, err := clusters.New("silent", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestMemberCacheHoldsOnlySelectedObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	member, err := clusters.New("crowded", cfg, clusters.MemberOptions{
-		Scheme: connect.NewScheme(), Logger: ctrl.Log,
+		Scheme: clusters.NewScheme(), Logger: ctrl.Log,
 		CacheByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: labels.SelectorFromSet(selected)}},
 	})
 	if err != nil {

@@ -24,7 +24,7 @@ func boundedMember(t *testing.T, cp *fleet.ControlPlane, max int) *clusters.Memb
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clusters.New("bounded", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: ctrl.Log, MaxObjects: max})
+	member, err := clusters.New("bounded", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: ctrl.Log, MaxObjects: max})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/manifests"
@@ -122,7 +122,7 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 
 	// Apply: the namespace for real (a dry run would not make it), the rest
 	// with a server-side dry run, collecting the API server's warnings.
-	f, err := fleet.Start(fleet.Options{Scheme: connect.NewScheme(), HubCRDs: []string{}})
+	f, err := fleet.Start(fleet.Options{Scheme: clusters.NewScheme(), HubCRDs: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestHubInstallRendersAndApplies(t *testing.T) {
 	warned := &warnings{}
 	cfg := rest.CopyConfig(f.Hub.Config)
 	cfg.WarningHandlerWithContext = warned
-	c, err := client.New(cfg, client.Options{Scheme: connect.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: clusters.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 )
 
-var scheme = connect.NewScheme()
+var scheme = clusters.NewScheme()
 
 // kube is one kind cluster as the test sees it: from the host, with admin rights.
 type kube struct {

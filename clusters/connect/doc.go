@@ -1,7 +1,7 @@
 // Package connect says how the hub, and kubectl widgethub, may reach a
-// member: the checked rest.Config of a member, the HTTP client built from it,
-// and the scheme of both ends. It links no cache, informer or manager, so
-// that the plugin shares the hub's checks without linking the hub.
+// member: the checked rest.Config of a member and the HTTP client built from
+// it. It links no cache, informer, manager or typed clientset, so that the
+// plugin shares the hub's checks without linking the hub.
 //
 // RESTConfig parses and validates a kubeconfig; ProfileConfig (profile.go)
 // builds the config of a ClusterProfile's member through the
@@ -18,5 +18,5 @@
 // (dial.go: Dialer, ErrDestinationRefused) before the request leaves.
 //
 // TokenClaims (token.go) are what a ServiceAccount token says of itself,
-// read and not verified; NewScheme is the scheme of the hub and the members.
+// read and not verified.
 package connect

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -66,7 +66,7 @@ func engagedFlood(ctx context.Context, t *testing.T, flooded, quiet *fleet.Contr
 	}
 	floodTracker := startTracker(ctx, t, flooded, "")
 	quietTracker := startTracker(ctx, t, quiet, "quiet")
-	quietRollouts, err := newRolloutTracker(ctx, quiet.Config, connect.NewScheme(), "quiet")
+	quietRollouts, err := newRolloutTracker(ctx, quiet.Config, clusters.NewScheme(), "quiet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func machineLoad() string {
 // empty), stopped when the test ends.
 func startTracker(ctx context.Context, t *testing.T, cp *fleet.ControlPlane, namespace string) *tracker {
 	t.Helper()
-	tr, err := newTracker(ctx, cp.Config, connect.NewScheme(), namespace)
+	tr, err := newTracker(ctx, cp.Config, clusters.NewScheme(), namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func startTracker(ctx context.Context, t *testing.T, cp *fleet.ControlPlane, nam
 
 func directClient(t *testing.T, cp *fleet.ControlPlane) client.Client {
 	t.Helper()
-	c, err := newClient(cp.Config, connect.NewScheme())
+	c, err := newClient(cp.Config, clusters.NewScheme())
 	if err != nil {
 		t.Fatal(err)
 	}

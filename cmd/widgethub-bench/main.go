@@ -47,7 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -371,7 +371,7 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	// (a garbage collection, requests in parallel) and stalled for the rest
 	// of the period, which a member with a machine of its own does not. The
 	// managers, started by the bench, keep Go's default.
-	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: connect.NewScheme(),
+	b.fleet, err = fleet.Start(fleet.Options{Members: []string{memberName(0), memberName(1)}, Scheme: clusters.NewScheme(),
 		AuditHub: slices.Contains(only, "scale"), GOMAXPROCS: b.controlPlaneProcs})
 	if err != nil {
 		return err
@@ -383,7 +383,7 @@ func (b *benchmark) run(ctx context.Context, only []string) error {
 	}()
 	logf("fleet up in %s", formatDuration(time.Since(start)))
 	b.putInCgroup(b.fleet.Hub)
-	if b.hub, err = newClient(b.fleet.Hub.Config, connect.NewScheme()); err != nil {
+	if b.hub, err = newClient(b.fleet.Hub.Config, clusters.NewScheme()); err != nil {
 		return err
 	}
 	if err := b.addClients(b.fleet.Members); err != nil {
@@ -476,7 +476,7 @@ func (b *benchmark) ensureMembers(n int) error {
 
 func (b *benchmark) addClients(planes []*fleet.ControlPlane) error {
 	for _, cp := range planes {
-		c, err := newClient(cp.Config, connect.NewScheme())
+		c, err := newClient(cp.Config, clusters.NewScheme())
 		if err != nil {
 			return err
 		}

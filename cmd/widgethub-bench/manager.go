@@ -31,7 +31,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/reconcilers/widget"
 )
@@ -173,7 +173,7 @@ func writeHeapProfile(dir, impl string) error {
 // client-go's and the builder's defaults; otherwise it takes tuned's member
 // QPS, burst and worker count.
 func newPeer(cfg *rest.Config, namespace string, tuned *app.Options) (mcmanager.Manager, error) {
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	providerOpts := mckubeconfig.Options{
 		Namespace:             namespace,
 		KubeconfigSecretLabel: registration.SecretLabel,

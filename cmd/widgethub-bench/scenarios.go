@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -297,7 +297,7 @@ func (b *benchmark) newFlood(ctx context.Context, impl string, flooded, quiet me
 	if err := fleet.CreateWidgets(ctx, quiet.client, quietNS, quietPrefix, b.quietWidgets, b.writers); err != nil {
 		return f, nil, err
 	}
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	floodTracker, err := newTracker(ctx, flooded.Config, scheme, floodNS)
 	if err != nil {
 		return f, nil, err
@@ -718,7 +718,7 @@ func (b *benchmark) readyManager(ctx context.Context, impl, scenario string) (*m
 // members and starts a tracker of ns on each. On error it stops the trackers
 // it started.
 func (b *benchmark) trackWidgets(ctx context.Context, members []member, ns string, n int) ([]*tracker, error) {
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	var trackers []*tracker
 	for _, m := range members {
 		err := fleet.CreateWidgets(ctx, m.client, ns, ns, n, b.writers)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -26,7 +26,7 @@ var testFleet *fleet.Fleet
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	os.Exit(fleet.RunTests(m, fleet.Options{Members: []string{"flooded", "quiet"}, Scheme: connect.NewScheme()}, startOperator))
+	os.Exit(fleet.RunTests(m, fleet.Options{Members: []string{"flooded", "quiet"}, Scheme: clusters.NewScheme()}, startOperator))
 }
 
 // startOperator runs the real operator on the hub of f, the suite's fleet,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
 	"github.com/widgethub/widgethub/providers/sharding"
@@ -36,7 +36,7 @@ func TestShardedHubServesClusterProfileMembersLikeSecretOnes(t *testing.T) {
 	if err := testFleet.Hub.InstallClusterProfileCRD(); err != nil {
 		t.Fatal(err)
 	}
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	if err := inventoryv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}

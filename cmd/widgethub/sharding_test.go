@@ -33,7 +33,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 	// The replicas log to their own files; this process logs only through
 	// envtest (installing CRDs), which is not read.
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(fleet.RunTests(m, fleet.Options{Members: []string{"east", "west"}, Scheme: connect.NewScheme(), AuditMembers: true},
+	os.Exit(fleet.RunTests(m, fleet.Options{Members: []string{"east", "west"}, Scheme: clusters.NewScheme(), AuditMembers: true},
 		func(f *fleet.Fleet) (func() error, error) {
 			testFleet = f
 			dir, err := os.MkdirTemp("", "widgethub-sharding-")

@@ -23,7 +23,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/config"
@@ -129,7 +129,7 @@ func (d *demo) startFleet(ctx context.Context, dir string) (stop func() error, e
 	if err != nil {
 		return nil, err
 	}
-	f, err := fleet.Start(fleet.Options{Members: members, Scheme: connect.NewScheme(), MemberCRDs: []string{},
+	f, err := fleet.Start(fleet.Options{Members: members, Scheme: clusters.NewScheme(), MemberCRDs: []string{},
 		HubCRDs: append(fleet.CRDPaths(), profiles)})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -61,7 +62,7 @@ func (d *demo) registerThroughClusterProfile(ctx context.Context, a *fleet.Acces
 		return err
 	}
 
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	if err := inventoryv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}

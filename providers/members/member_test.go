@@ -152,7 +152,7 @@ type machine struct {
 
 func newMachine(t *testing.T, o func(*Options)) *machine {
 	t.Helper()
-	opts := Options{Scheme: connect.NewScheme(), WatchedObjects: []client.Object{&v1alpha1.Widget{}}}
+	opts := Options{Scheme: clusters.NewScheme(), WatchedObjects: []client.Object{&v1alpha1.Widget{}}}
 	if o != nil {
 		o(&opts)
 	}

@@ -14,6 +14,7 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
@@ -41,7 +42,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	opts := fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: connect.NewScheme()}
+	opts := fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: clusters.NewScheme()}
 	os.Exit(hubtest.RunSuite(m, opts, hubNS, func(f *fleet.Fleet) (func() error, error) {
 		testFleet = f
 		return startEngine(f.Hub)
@@ -54,7 +55,7 @@ func TestMain(m *testing.M) {
 func engineOptions() members.Options {
 	return members.Options{
 		Namespace:      hubNS,
-		Scheme:         connect.NewScheme(),
+		Scheme:         clusters.NewScheme(),
 		WatchedObjects: []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}},
 		CacheByObject:  map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: widget.ManagedDeployments()}},
 		CacheTransform: widget.CacheTransform,

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/reconcilers/controller/fairqueue"
 )
@@ -49,7 +50,7 @@ func TestReclaimedEngagementLeavesNothing(t *testing.T) {
 	var holding atomic.Int64
 	for name, server := range map[string]string{"checks": "https://" + silentServer(t), "sync": syncingServer(t, &holding)} {
 		t.Run(name, func(t *testing.T) {
-			p := New(Options{Scheme: connect.NewScheme(), ProbeTimeout: 10 * time.Second, SyncTimeout: 10 * time.Second,
+			p := New(Options{Scheme: clusters.NewScheme(), ProbeTimeout: 10 * time.Second, SyncTimeout: 10 * time.Second,
 				WatchedObjects: []client.Object{&v1alpha1.Widget{}}})
 			p.ownership = everything{}
 			runCtx, stop := context.WithCancel(context.Background())

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/providers/sharding"
 )
@@ -29,7 +29,7 @@ var hub client.Client
 
 // TestMain starts a hub: sharding talks to the hub only.
 func TestMain(m *testing.M) {
-	os.Exit(fleet.RunTests(m, fleet.Options{Scheme: connect.NewScheme()}, func(f *fleet.Fleet) (func() error, error) {
+	os.Exit(fleet.RunTests(m, fleet.Options{Scheme: clusters.NewScheme()}, func(f *fleet.Fleet) (func() error, error) {
 		hub = f.Hub.Client
 		return nil, nil
 	}))

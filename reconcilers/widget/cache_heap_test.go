@@ -60,7 +60,7 @@ func BenchmarkMemberCacheHeap(b *testing.B) {
 	}
 	n := heapObjectsOf(b)
 	ctrllog.SetLogger(logr.Discard())
-	f, err := fleet.Start(fleet.Options{Members: []string{"heavy"}, Scheme: connect.NewScheme()})
+	f, err := fleet.Start(fleet.Options{Members: []string{"heavy"}, Scheme: clusters.NewScheme()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func cachedHeap(b *testing.B, cp *fleet.ControlPlane, obj client.Object, ns stri
 	if err != nil {
 		b.Fatal(err)
 	}
-	member, err := clusters.New("heavy", cfg, clusters.MemberOptions{Scheme: connect.NewScheme(), Logger: logr.Discard(),
+	member, err := clusters.New("heavy", cfg, clusters.MemberOptions{Scheme: clusters.NewScheme(), Logger: logr.Discard(),
 		Transform:     transform,
 		CacheByObject: map[client.Object]cache.ByObject{obj: {Namespaces: map[string]cache.Config{ns: {}}}}})
 	if err != nil {

@@ -13,10 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/widgethub/widgethub/clusters/connect"
 )
@@ -31,15 +27,15 @@ import (
 
 // unownedObjects describes the objects join would apply that exist in the
 // member without join's label: someone else made them.
-func unownedObjects(ctx context.Context, c client.Client) ([]string, error) {
+func unownedObjects(ctx context.Context, c *kube) ([]string, error) {
 	objs, err := memberObjects()
 	if err != nil {
 		return nil, err
 	}
 	var found []string
 	for _, obj := range objs {
-		what := describe(c, obj)
-		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		what := describe(obj)
+		err := c.Get(ctx, keyOf(obj), obj)
 		switch {
 		case apierrors.IsNotFound(err):
 		case meta.IsNoMatchError(err):
@@ -88,9 +84,9 @@ func cleanupMember(ctx context.Context, m *cluster, out io.Writer) error {
 
 // tokenSecrets describes the token Secrets left in the member namespace,
 // with the registrations that hold their tokens.
-func tokenSecrets(ctx context.Context, c client.Client) ([]string, error) {
+func tokenSecrets(ctx context.Context, c *kube) ([]string, error) {
 	var list corev1.SecretList
-	err := c.List(ctx, &list, client.InNamespace(MemberNamespace), client.MatchingLabels{TokenSecretLabel: "true", managedByLabel: fieldManager})
+	err := c.List(ctx, &list, listOptions{namespace: MemberNamespace, labels: map[string]string{TokenSecretLabel: "true", managedByLabel: fieldManager}})
 	if err != nil {
 		return nil, fmt.Errorf("list token Secrets in %s: %w", MemberNamespace, err)
 	}
@@ -101,9 +97,9 @@ func tokenSecrets(ctx context.Context, c client.Client) ([]string, error) {
 	return out, nil
 }
 
-func deleteIfManaged(ctx context.Context, m *cluster, obj client.Object, out io.Writer) error {
-	what := describe(m.client, obj)
-	if err := m.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+func deleteIfManaged(ctx context.Context, m *cluster, obj object, out io.Writer) error {
+	what := describe(obj)
+	if err := m.client.Get(ctx, keyOf(obj), obj); apierrors.IsNotFound(err) {
 		fmt.Fprintf(out, "%s: %s is already gone\n", m.role, what)
 		return nil
 	} else if err != nil {
@@ -113,8 +109,7 @@ func deleteIfManaged(ctx context.Context, m *cluster, obj client.Object, out io.
 		fmt.Fprintf(out, "%s: kept %s: join did not create it\n", m.role, what)
 		return nil
 	}
-	err := m.client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())})
-	if client.IgnoreNotFound(err) != nil {
+	if err := m.client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", what, err)
 	}
 	fmt.Fprintf(out, "%s: deleted %s\n", m.role, what)
@@ -125,7 +120,7 @@ func deleteIfManaged(ctx context.Context, m *cluster, obj client.Object, out io.
 // it holds nothing join did not create.
 func deleteNamespaceIfOurs(ctx context.Context, m *cluster, out io.Writer) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MemberNamespace}}
-	err := m.client.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+	err := m.client.Get(ctx, keyOf(ns), ns)
 	switch {
 	case apierrors.IsNotFound(err):
 		fmt.Fprintf(out, "%s: Namespace %s is already gone\n", m.role, MemberNamespace)
@@ -147,8 +142,7 @@ func deleteNamespaceIfOurs(ctx context.Context, m *cluster, out io.Writer) error
 			printable(strings.Join(foreign, ", ")))
 		return nil
 	}
-	err = m.client.Delete(ctx, ns, client.Preconditions{UID: ptr.To(ns.UID)})
-	if client.IgnoreNotFound(err) != nil {
+	if err := m.client.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Namespace %s: %w", MemberNamespace, err)
 	}
 	fmt.Fprintf(out, "%s: deleted Namespace %s\n", m.role, MemberNamespace)
@@ -159,36 +153,28 @@ func deleteNamespaceIfOurs(ctx context.Context, m *cluster, out io.Writer) error
 // and describes those join did not create, but for what Kubernetes puts in
 // every namespace. An error means it cannot tell.
 func foreignObjects(ctx context.Context, m *cluster, namespace string) ([]string, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(m.config)
-	if err != nil {
-		return nil, err
-	}
-	lists, err := discovery.ServerPreferredNamespacedResources(dc)
+	resources, err := m.client.namespacedResources(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("discover the namespaced resources: %w", err)
 	}
 	var found []string
-	for _, list := range lists {
-		gv, err := schema.ParseGroupVersion(list.GroupVersion)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range list.APIResources {
-			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || r.Kind == "Event" {
+	for gv, served := range resources {
+		for _, r := range served {
+			if !slices.Contains(r.Verbs, "list") || r.Kind == "Event" {
 				continue
 			}
-			items := &metav1.PartialObjectMetadataList{}
-			items.SetGroupVersionKind(gv.WithKind(r.Kind + "List"))
-			if err := m.client.List(ctx, items, client.InNamespace(namespace)); err != nil {
+			items, err := m.client.dynamic.Resource(gv.WithResource(r.Name)).Namespace(namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
 				return nil, fmt.Errorf("list %s: %w", schema.GroupResource{Group: gv.Group, Resource: r.Name}, err)
 			}
 			for _, it := range items.Items {
-				if it.Labels[managedByLabel] != fieldManager && !inEveryNamespace(gv.Group, r.Kind, it.Name) {
-					found = append(found, r.Kind+" "+it.Name)
+				if it.GetLabels()[managedByLabel] != fieldManager && !inEveryNamespace(gv.Group, r.Kind, it.GetName()) {
+					found = append(found, r.Kind+" "+it.GetName())
 				}
 			}
 		}
 	}
+	slices.Sort(found)
 	return found, nil
 }
 
@@ -199,9 +185,9 @@ func inEveryNamespace(group, kind, name string) bool {
 }
 
 // describe names obj for messages: "Kind name" or "Kind namespace/name".
-func describe(c client.Client, obj client.Object) string {
+func describe(obj object) string {
 	kind := fmt.Sprintf("%T", obj)
-	if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
+	if gvk, err := kindOf(obj); err == nil {
 		kind = gvk.Kind
 	}
 	if obj.GetNamespace() != "" {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -109,7 +108,7 @@ func (g *globals) registered(ctx context.Context, hub *cluster) ([]registered, e
 	var profiles []registered
 	for _, ns := range slices.Compact([]string{g.registrationNamespace, g.profileNamespace()}) {
 		var mcs v1alpha1.MemberClusterList
-		switch err := hub.client.List(ctx, &mcs, client.InNamespace(ns)); {
+		switch err := hub.client.List(ctx, &mcs, listOptions{namespace: ns}); {
 		case meta.IsNoMatchError(err):
 			fmt.Fprintln(g.stderr, "The hub does not serve MemberClusters (CRD missing): showing the registrations only.")
 			return registeredBySecrets(secrets, status), nil
@@ -198,7 +197,7 @@ func memberColumns(mc *v1alpha1.MemberCluster) (ready, reason, version, widgets,
 // registrations lists the hub's registration Secrets by name.
 func (g *globals) registrations(ctx context.Context, hub *cluster) ([]corev1.Secret, error) {
 	var list corev1.SecretList
-	err := hub.client.List(ctx, &list, client.InNamespace(g.registrationNamespace), client.MatchingLabels{registration.SecretLabel: "true"})
+	err := hub.client.List(ctx, &list, listOptions{namespace: g.registrationNamespace, labels: map[string]string{registration.SecretLabel: "true"}})
 	if err != nil {
 		return nil, fmt.Errorf("hub: list registration Secrets in %s: %w", g.registrationNamespace, err)
 	}

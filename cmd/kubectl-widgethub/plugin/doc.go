@@ -38,5 +38,9 @@
 // kubeconfig content. The plugin links no part of the hub's engine
 // (hack/verify-plugin-deps.sh): it shares with the hub the registration
 // contract, the API types, the member manifests and the checks of a
-// kubeconfig (package clusters/connect); not the hub's per-member type.
+// kubeconfig (package clusters/connect); not the hub's per-member type. It
+// reads and writes through kube (kube.go), a small client over client-go's
+// dynamic client for the API groups of its own scheme, not through
+// controller-runtime's client or a typed clientset, which would link every
+// API group of k8s.io/api.
 package plugin

@@ -26,6 +26,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
@@ -309,7 +310,7 @@ func startReconciler(t *testing.T, name string) *widget.Reconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := cluster.New(cfg.REST, func(o *cluster.Options) { o.Scheme = connect.NewScheme() })
+	cl, err := cluster.New(cfg.REST, func(o *cluster.Options) { o.Scheme = clusters.NewScheme() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -225,7 +225,7 @@ func (o *joinOptions) installInMember(ctx context.Context, j *joining) error {
 		return err
 	}
 	for _, obj := range objs {
-		if err := apply(ctx, m.client, obj); err != nil {
+		if err := m.client.Apply(ctx, obj); err != nil {
 			return fmt.Errorf("%s: apply %T %s: %w", m.role, obj, obj.GetName(), err)
 		}
 	}
@@ -314,7 +314,7 @@ func (o *joinOptions) memberServer(name string, member *cluster) string {
 // registration returns the hub's registration Secret of name, or nil.
 func (o *joinOptions) registration(ctx context.Context, hub *cluster, name string) (*corev1.Secret, error) {
 	ns := &corev1.Namespace{}
-	err := hub.client.Get(ctx, client.ObjectKey{Name: o.registrationNamespace}, ns)
+	err := hub.client.Get(ctx, types.NamespacedName{Name: o.registrationNamespace}, ns)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("hub: the registration namespace %q does not exist: install widgethub on the hub first (make deploy), or pass --registration-namespace",
 			o.registrationNamespace)
@@ -324,7 +324,7 @@ func (o *joinOptions) registration(ctx context.Context, hub *cluster, name strin
 		return nil, fmt.Errorf("hub: get namespace %s: %w", o.registrationNamespace, err)
 	}
 	secret := &corev1.Secret{}
-	err = hub.client.Get(ctx, client.ObjectKey{Namespace: o.registrationNamespace, Name: name}, secret)
+	err = hub.client.Get(ctx, types.NamespacedName{Namespace: o.registrationNamespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -348,7 +348,7 @@ func (o *joinOptions) register(ctx context.Context, j *joining, doc []byte) erro
 	want := registration.NewSecret(o.registrationNamespace, j.name, doc)
 	want.Annotations = map[string]string{TokenSecretAnnotation: j.tokenSecret, registration.RenewTokenAnnotation: "true"}
 	if j.existing == nil {
-		err := j.hub.client.Create(ctx, want)
+		err := j.hub.client.Create(ctx, want, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return withCode(ExitExists, "%q was registered on the hub by someone else meanwhile; pass --overwrite to replace it", j.name)
 		}
@@ -407,12 +407,12 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 	}
 	cfg.REST.Host = reachable
 	cfg.REST.Timeout = timeout
-	c, err := client.New(cfg.REST, client.Options{Scheme: scheme})
+	c, err := newKube(cfg.REST, nil)
 	if err != nil {
 		return err
 	}
 	err = retry(ctx, "list Widgets with the minted token", func() (bool, error) {
-		err := c.List(ctx, &v1alpha1.WidgetList{}, client.Limit(1))
+		err := c.List(ctx, &v1alpha1.WidgetList{}, listOptions{limit: 1})
 		// Not yet authorized or not yet discovered: try again.
 		return err == nil, transient(err, apierrors.IsForbidden(err) || meta.IsNoMatchError(err))
 	})
@@ -420,7 +420,7 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 		return err
 	}
 	return retry(ctx, "the admission policy "+MemberAdmissionPolicy+" to refuse the token a Deployment in kube-system", func() (bool, error) {
-		switch err := c.Create(ctx, fenceProbe(), client.DryRunAll); {
+		switch err := c.Create(ctx, fenceProbe(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); {
 		case err == nil:
 			// Not enforced yet, or never: said if it stays so.
 			return false, transientError{errPolicyNotEnforced}

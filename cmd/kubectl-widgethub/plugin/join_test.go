@@ -30,6 +30,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
@@ -95,7 +96,7 @@ func kubeconfigClient(t *testing.T, doc []byte) (client.Client, string) {
 	if err != nil {
 		t.Fatalf("registration kubeconfig: %v", err)
 	}
-	c, err := client.New(cfg.REST, client.Options{Scheme: connect.NewScheme()})
+	c, err := client.New(cfg.REST, client.Options{Scheme: clusters.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,11 +12,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/clusters/connect"
 )
@@ -38,7 +38,7 @@ type cluster struct {
 	config  *rest.Config
 	// httpClient is client's, and follows no redirect.
 	httpClient *http.Client
-	client     client.Client
+	client     *kube
 	// version is the API server's version, set by ping.
 	version string
 }
@@ -91,7 +91,7 @@ func newCluster(role, context string, cfg *rest.Config) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: client for context %q: %w", role, context, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc})
+	c, err := newKube(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: client for context %q: %w", role, context, err)
 	}
@@ -123,11 +123,8 @@ func (t target) connect(timeout time.Duration) (*cluster, error) {
 // the address, the CA and the credentials. A server that does not answer is
 // an ExitUnreachable error.
 func (c *cluster) ping() error {
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(c.config, c.httpClient)
-	if err != nil {
-		return fmt.Errorf("%s: discovery client: %w", c.role, err)
-	}
-	v, err := dc.ServerVersion()
+	var v version.Info
+	err := c.client.getJSON(context.Background(), "/version", &v)
 	switch {
 	case err == nil:
 		c.version = v.GitVersion

@@ -16,10 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/widgethub/widgethub/config"
 )
@@ -139,7 +138,7 @@ func decodeOne(data []byte, kind string, into any) error {
 
 // memberObjects are the objects join applies in a member besides the CRD, in
 // order: the admission policy is in place before the RBAC that it fences.
-func memberObjects() ([]client.Object, error) {
+func memberObjects() ([]object, error) {
 	rules, err := MemberRules()
 	if err != nil {
 		return nil, err
@@ -156,7 +155,7 @@ func memberObjects() ([]client.Object, error) {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: managedBy}
 	}
 	policy.ObjectMeta, binding.ObjectMeta = meta(policy.Name, ""), meta(binding.Name, "")
-	return []client.Object{
+	return []object{
 		policy,
 		binding,
 		&corev1.ServiceAccount{ObjectMeta: meta(MemberServiceAccount, MemberNamespace)},
@@ -175,37 +174,17 @@ func memberObjects() ([]client.Object, error) {
 	}, nil
 }
 
-// apply server-side applies obj with the plugin's field manager, taking over
-// fields another manager set (an earlier kubectl apply of the same manifests).
-func apply(ctx context.Context, c client.Client, obj client.Object) error {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		gvk, err := apiutil.GVKForObject(obj, c.Scheme())
-		if err != nil {
-			return err
-		}
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return err
-		}
-		u = &unstructured.Unstructured{Object: m}
-		u.SetGroupVersionKind(gvk)
-		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	}
-	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
-}
-
 // installCRD applies the embedded Widget CRD and waits until it is served.
-func installCRD(ctx context.Context, c client.Client) error {
+func installCRD(ctx context.Context, c *kube) error {
 	crd := &unstructured.Unstructured{}
 	if err := decodeOne(config.WidgetCRD, "CustomResourceDefinition", &crd.Object); err != nil {
 		return fmt.Errorf("embedded Widget CRD: %w", err)
 	}
-	if err := apply(ctx, c, crd); err != nil {
+	if err := c.Apply(ctx, crd); err != nil {
 		return fmt.Errorf("apply CRD %s: %w", WidgetCRDName, err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKey{Name: WidgetCRDName}, crd); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Name: WidgetCRDName}, crd); err != nil {
 			return false, err
 		}
 		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
@@ -225,9 +204,9 @@ func installCRD(ctx context.Context, c client.Client) error {
 
 // ensureNamespace creates the member namespace when it is missing; only a
 // namespace it creates carries the managedBy labels.
-func ensureNamespace(ctx context.Context, c client.Client) (created bool, err error) {
+func ensureNamespace(ctx context.Context, c *kube) (created bool, err error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MemberNamespace, Labels: managedBy}}
-	err = c.Create(ctx, ns)
+	err = c.Create(ctx, ns, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return false, nil
 	}

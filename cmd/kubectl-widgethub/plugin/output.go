@@ -14,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -98,8 +96,8 @@ func (o output) printList(out io.Writer, items []map[string]any) error {
 // listItem is obj as a List prints it: its fields with its apiVersion and
 // kind, without managedFields (as kubectl prints it), every string and map
 // key printable and bounded (printableValue).
-func listItem(obj client.Object) (map[string]any, error) {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
+func listItem(obj object) (map[string]any, error) {
+	gvk, err := kindOf(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -10,13 +10,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"github.com/widgethub/widgethub/api/registration"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/api/v1alpha1"
 )
 
 const (
@@ -27,10 +32,17 @@ const (
 	DefaultRequestTimeout = 15 * time.Second
 )
 
-// scheme holds the types of the hub (with ClusterProfiles) and the members.
+// scheme holds the kinds the plugin reads and writes as typed objects, in
+// the hub (with ClusterProfiles) and the members, and only those: each
+// AddToScheme links its API group into the plugin (kube).
 var scheme = func() *runtime.Scheme {
-	s := connect.NewScheme()
-	utilruntime.Must(inventoryv1alpha1.AddToScheme(s))
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, admissionv1.AddToScheme,
+		authenticationv1.AddToScheme, v1alpha1.AddToScheme, inventoryv1alpha1.AddToScheme,
+	} {
+		utilruntime.Must(add(s))
+	}
 	return s
 }()
 

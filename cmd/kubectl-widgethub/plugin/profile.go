@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 	"sigs.k8s.io/cluster-inventory-api/pkg/access"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/clusters/connect"
 )
@@ -18,7 +17,7 @@ import (
 // ClusterProfiles has none.
 func (g *globals) profileMembers(ctx context.Context, hub *cluster, providers *access.Config, taken map[string]bool) ([]reachable, error) {
 	var list inventoryv1alpha1.ClusterProfileList
-	err := hub.client.List(ctx, &list, client.InNamespace(g.profileNamespace()))
+	err := hub.client.List(ctx, &list, listOptions{namespace: g.profileNamespace()})
 	switch {
 	case meta.IsNoMatchError(err):
 		return nil, nil

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
 
@@ -31,7 +31,7 @@ import (
 // kind) a controller owner reference with blockOwnerDeletion needs update on
 // the owner's finalizers. It runs its own API server with that plugin on.
 func TestMemberRoleIsWhatApplyNeeds(t *testing.T) {
-	env := &envtest.Environment{Scheme: connect.NewScheme(), CRDDirectoryPaths: fleet.CRDPaths(), ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{Scheme: clusters.NewScheme(), CRDDirectoryPaths: fleet.CRDPaths(), ErrorIfCRDPathMissing: true}
 	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	cfg, err := env.Start()
 	if err != nil {
@@ -42,7 +42,7 @@ func TestMemberRoleIsWhatApplyNeeds(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	admin, err := client.New(cfg, client.Options{Scheme: connect.NewScheme()})
+	admin, err := client.New(cfg, client.Options{Scheme: clusters.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func serviceAccountWithRules(t *testing.T, cp *fleet.ControlPlane, namespace str
 	}
 	cfg := rest.AnonymousClientConfig(cp.Config)
 	cfg.BearerToken = req.Status.Token
-	c, err := client.New(cfg, client.Options{Scheme: connect.NewScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: clusters.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -36,7 +36,7 @@ var (
 
 func TestMain(m *testing.M) {
 	// The hub's clients know ClusterProfiles too (profile_test.go).
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	if err := inventoryv1alpha1.AddToScheme(scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

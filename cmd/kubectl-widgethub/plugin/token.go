@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters/connect"
@@ -39,7 +39,7 @@ const (
 
 // createTokenSecret creates, in the member namespace, the Secret the new
 // token of registration (namespace/name on the hub) is bound to.
-func createTokenSecret(ctx context.Context, c client.Client, registration string) (*corev1.Secret, error) {
+func createTokenSecret(ctx context.Context, c *kube, registration string) (*corev1.Secret, error) {
 	labels := map[string]string{TokenSecretLabel: "true"}
 	for k, v := range managedBy {
 		labels[k] = v
@@ -51,7 +51,7 @@ func createTokenSecret(ctx context.Context, c client.Client, registration string
 		},
 		Type: corev1.SecretTypeOpaque,
 	}
-	if err := c.Create(ctx, s); err != nil {
+	if err := c.Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create the Secret the token is bound to in %s: %w", MemberNamespace, err)
 	}
 	return s, nil
@@ -63,13 +63,13 @@ func createTokenSecret(ctx context.Context, c client.Client, registration string
 // time is the real expiry: the token's exp claim, which clusters shows. The
 // status's expirationTimestamp can be a second off it, as kube-apiserver
 // reads its clock once for the status and again for the claims.
-func mintToken(ctx context.Context, c client.Client, ttl time.Duration, bound *corev1.Secret) (token string, expires time.Time, err error) {
+func mintToken(ctx context.Context, c *kube, ttl time.Duration, bound *corev1.Secret) (token string, expires time.Time, err error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: MemberServiceAccount, Namespace: MemberNamespace}}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To(connect.TokenRequestSeconds(ttl)),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bound.Name, UID: bound.UID},
 	}}
-	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {
+	if err := c.CreateSubresource(ctx, sa, "token", req); err != nil {
 		return "", time.Time{}, fmt.Errorf("request a token for ServiceAccount %s/%s: %w", MemberNamespace, MemberServiceAccount, err)
 	}
 	if exp, ok := tokenExpiry(req.Status.Token); ok {
@@ -89,7 +89,7 @@ func revokeToken(ctx context.Context, m *cluster, name string, out io.Writer) er
 		return nil
 	}
 	s := &corev1.Secret{}
-	err := m.client.Get(ctx, client.ObjectKey{Namespace: MemberNamespace, Name: name}, s)
+	err := m.client.Get(ctx, types.NamespacedName{Namespace: MemberNamespace, Name: name}, s)
 	switch {
 	case apierrors.IsNotFound(err):
 		fmt.Fprintf(out, "%s: token Secret %s/%s is already gone (or belongs to another member): nothing to revoke here\n", m.role, MemberNamespace, name)
@@ -101,8 +101,7 @@ func revokeToken(ctx context.Context, m *cluster, name string, out io.Writer) er
 			m.role, MemberNamespace, name, TokenSecretLabel, managedByLabel, fieldManager)
 		return nil
 	}
-	err = m.client.Delete(ctx, s, client.Preconditions{UID: ptr.To(s.UID)})
-	if client.IgnoreNotFound(err) != nil {
+	if err := m.client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("%s: delete token Secret %s/%s: %w", m.role, MemberNamespace, name, err)
 	}
 	fmt.Fprintf(out, "%s: deleted token Secret %s/%s: its token is revoked\n", m.role, MemberNamespace, name)

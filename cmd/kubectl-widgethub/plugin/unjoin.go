@@ -7,8 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/widgethub/widgethub/api/registration"
 )
@@ -105,7 +104,7 @@ func (o *unjoinOptions) run(ctx context.Context, name string) error {
 // registration returns the registration Secret NAME, or nil when there is
 // none and --cleanup still has work to do.
 func (o *unjoinOptions) registration(ctx context.Context, hub *cluster, name string) (*corev1.Secret, error) {
-	key := client.ObjectKey{Namespace: o.registrationNamespace, Name: name}
+	key := types.NamespacedName{Namespace: o.registrationNamespace, Name: name}
 	secret := &corev1.Secret{}
 	err := hub.client.Get(ctx, key, secret)
 	switch {
@@ -139,9 +138,8 @@ func (o *unjoinOptions) revoke(ctx context.Context, member *cluster, secret *cor
 }
 
 func (o *unjoinOptions) deleteRegistration(ctx context.Context, hub *cluster, secret *corev1.Secret) error {
-	key := client.ObjectKeyFromObject(secret)
-	err := hub.client.Delete(ctx, secret, client.Preconditions{UID: ptr.To(secret.UID)})
-	if client.IgnoreNotFound(err) != nil {
+	key := keyOf(secret)
+	if err := hub.client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("hub: delete Secret %s: %w", key, err)
 	}
 	fmt.Fprintf(o.stdout, "hub: deleted registration Secret %s; the hub stops watching %q\n", key, secret.Name)

@@ -13,9 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-inventory-api/pkg/access"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
@@ -85,7 +85,7 @@ type memberWidgets struct {
 	cluster string
 	widgets []v1alpha1.Widget
 	// deployments are the Widgets' Deployments by namespace/name (-o wide).
-	deployments map[client.ObjectKey]*appsv1.Deployment
+	deployments map[types.NamespacedName]*appsv1.Deployment
 	err         error
 }
 
@@ -249,8 +249,8 @@ func (o *widgetsOptions) reportFailed(results []memberWidgets) error {
 
 // deploymentState is the READY column kubectl shows for w's Deployment
 // (ready/desired replicas), or <none> when w controls no Deployment.
-func deploymentState(w *v1alpha1.Widget, deployments map[client.ObjectKey]*appsv1.Deployment) string {
-	d := deployments[client.ObjectKeyFromObject(w)]
+func deploymentState(w *v1alpha1.Widget, deployments map[types.NamespacedName]*appsv1.Deployment) string {
+	d := deployments[keyOf(w)]
 	if d == nil || !metav1.IsControlledBy(d, w) {
 		return "<none>"
 	}
@@ -259,7 +259,7 @@ func deploymentState(w *v1alpha1.Widget, deployments map[client.ObjectKey]*appsv
 
 // widgetChildren selects the Deployments of Widgets (DESIGN.md: the Widget
 // child's labels).
-var widgetChildren = client.MatchingLabels{"app.kubernetes.io/managed-by": "widgethub"}
+var widgetChildren = map[string]string{"app.kubernetes.io/managed-by": "widgethub"}
 
 // list reads the Widgets of member m (and, for -o wide, their Deployments).
 func (o *widgetsOptions) list(ctx context.Context, m reachable) memberWidgets {
@@ -278,12 +278,12 @@ func (o *widgetsOptions) list(ctx context.Context, m reachable) memberWidgets {
 	if r.err = c.ping(); r.err != nil {
 		return r
 	}
-	var opts []client.ListOption
+	var opts listOptions
 	if !o.allNamespaces {
-		opts = append(opts, client.InNamespace(o.namespace))
+		opts.namespace = o.namespace
 	}
 	var list v1alpha1.WidgetList
-	if err := c.client.List(ctx, &list, opts...); err != nil {
+	if err := c.client.List(ctx, &list, opts); err != nil {
 		r.err = fmt.Errorf("list Widgets: %w", err)
 		return r
 	}
@@ -293,13 +293,14 @@ func (o *widgetsOptions) list(ctx context.Context, m reachable) memberWidgets {
 	r.widgets = list.Items
 	if o.out.wide() {
 		var deployments appsv1.DeploymentList
-		if err := c.client.List(ctx, &deployments, append(opts, widgetChildren)...); err != nil {
+		opts.labels = widgetChildren
+		if err := c.client.List(ctx, &deployments, opts); err != nil {
 			r.err = fmt.Errorf("list the Widgets' Deployments: %w", err)
 			return r
 		}
-		r.deployments = map[client.ObjectKey]*appsv1.Deployment{}
+		r.deployments = map[types.NamespacedName]*appsv1.Deployment{}
 		for i := range deployments.Items {
-			r.deployments[client.ObjectKeyFromObject(&deployments.Items[i])] = &deployments.Items[i]
+			r.deployments[keyOf(&deployments.Items[i])] = &deployments.Items[i]
 		}
 	}
 	return r

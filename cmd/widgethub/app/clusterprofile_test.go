@@ -26,7 +26,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
 )
@@ -64,7 +64,7 @@ func profiled(t *testing.T) (a, b *fleet.ControlPlane) {
 func setUpProfiles(t *testing.T) {
 	t.Helper()
 	profileSetup.Do(func() {
-		scheme := connect.NewScheme()
+		scheme := clusters.NewScheme()
 		if profileSetupErr = inventoryv1alpha1.AddToScheme(scheme); profileSetupErr != nil {
 			return
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/clusters/connect"
 	"github.com/widgethub/widgethub/providers/clusterprofile"
 	"github.com/widgethub/widgethub/providers/kubeconfig"
@@ -212,7 +213,7 @@ func New(cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	if r := opts.TokenRenewRemaining; r <= 0 || r >= 1 {
 		return nil, fmt.Errorf("--token-renew-remaining %v: want a fraction between 0 and 1", r)
 	}
-	scheme := connect.NewScheme()
+	scheme := clusters.NewScheme()
 	userAgent := "widgethub"
 	var shards *sharding.Options
 	if opts.Sharding {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/widgethub/widgethub/clusters/connect"
+	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/widgethub/app"
 	"github.com/widgethub/widgethub/internal/fleet"
 	"github.com/widgethub/widgethub/internal/hubtest"
@@ -21,7 +21,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	opts := fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: connect.NewScheme()}
+	opts := fleet.Options{Members: []string{"alpha", "beta", "gamma"}, BareMembers: []string{"bare"}, Scheme: clusters.NewScheme()}
 	os.Exit(hubtest.RunSuite(m, opts, hubNS, func(f *fleet.Fleet) (func() error, error) {
 		testFleet = f
 		return startManager()

@@ -1,4 +1,4 @@
-package connect
+package clusters
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
@@ -9,7 +9,9 @@ import (
 )
 
 // NewScheme returns the scheme of the hub and its members: client-go's types
-// and widgethub.io. The manager, the plugin and the tests all use it.
+// and widgethub.io. The manager, the bench, the demo and the tests use it;
+// the plugin keeps its own, of the few kinds it touches, so that it links
+// none of the other API groups.
 func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
