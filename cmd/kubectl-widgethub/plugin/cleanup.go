@@ -163,13 +163,13 @@ func foreignObjects(ctx context.Context, m *cluster, namespace string) ([]string
 			if !slices.Contains(r.Verbs, "list") || r.Kind == "Event" {
 				continue
 			}
-			items, err := m.client.dynamic.Resource(gv.WithResource(r.Name)).Namespace(namespace).List(ctx, metav1.ListOptions{})
+			items, err := m.client.metadata.Resource(gv.WithResource(r.Name)).Namespace(namespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("list %s: %w", schema.GroupResource{Group: gv.Group, Resource: r.Name}, err)
 			}
 			for _, it := range items.Items {
-				if it.GetLabels()[managedByLabel] != fieldManager && !inEveryNamespace(gv.Group, r.Kind, it.GetName()) {
-					found = append(found, r.Kind+" "+it.GetName())
+				if it.Labels[managedByLabel] != fieldManager && !inEveryNamespace(gv.Group, r.Kind, it.Name) {
+					found = append(found, r.Kind+" "+it.Name)
 				}
 			}
 		}

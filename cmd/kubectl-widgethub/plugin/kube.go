@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 )
 
@@ -29,6 +30,9 @@ import (
 type kube struct {
 	raw     rest.Interface
 	dynamic *dynamic.DynamicClient
+	// metadata lists objects' metadata only: foreignObjects reads no
+	// Secret's data.
+	metadata metadata.Interface
 
 	mu sync.Mutex
 	// served holds the resources of the group versions looked up so far; a
@@ -55,19 +59,23 @@ type listOptions struct {
 // newKube is a client for cfg that sends its requests through hc (nil: one
 // built from cfg).
 func newKube(cfg *rest.Config, hc *http.Client) (*kube, error) {
-	cfg = dynamic.ConfigFor(cfg)
-	cfg.GroupVersion = nil
 	if hc == nil {
 		var err error
 		if hc, err = rest.HTTPClientFor(cfg); err != nil {
 			return nil, err
 		}
 	}
+	md, err := metadata.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	cfg = dynamic.ConfigFor(cfg)
+	cfg.GroupVersion = nil
 	raw, err := rest.UnversionedRESTClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
-	return &kube{raw: raw, dynamic: dynamic.New(raw), served: map[schema.GroupVersion][]metav1.APIResource{}}, nil
+	return &kube{raw: raw, dynamic: dynamic.New(raw), metadata: md, served: map[schema.GroupVersion][]metav1.APIResource{}}, nil
 }
 
 // keyOf is obj's namespace and name.
