@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -142,6 +144,59 @@ func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
 		if len(r.stdout) > 16<<10 || len(r.stderr) > 8<<10 {
 			t.Errorf("widgets -A -o %s printed %d bytes on stdout and %d on stderr, want the member's text bounded", format, len(r.stdout), len(r.stderr))
 		}
+	}
+}
+
+// A member's discovery document is its word (an aggregated API's, for its
+// group): a resource named "..", which client-go's dynamic client would
+// join into the path of the next request, leaves the kind unserved, and no
+// request goes anywhere but where the kind's resource would be.
+func TestPluginTakesNoPathFromAMembersDiscovery(t *testing.T) {
+	ctx := context.Background()
+	alpha := testFleet.Member("alpha")
+	discovery := "/apis/" + v1alpha1.GroupVersion.String()
+	var mu sync.Mutex
+	var paths []string
+	front := hostileFront(t, alpha, func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path != discovery {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: v1alpha1.GroupVersion.String(),
+			APIResources: []metav1.APIResource{{Name: "..", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list"}}},
+		})
+		return true
+	})
+	doc, err := front.Kubeconfig(alpha.Kubeconfig, "not-passed-on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := registration.NewSecret(hubNS, "dotdot-resource", doc)
+	if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
+
+	for _, args := range [][]string{{"widgets", "-A"}, {"widgets", "-n", "shop"}} {
+		r := run(t, args...)
+		if want := `cluster "dotdot-resource": list Widgets: no matches for kind "Widget"`; !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: want the member reported as not serving Widgets (%q):\n%s", strings.Join(args, " "), want, r.stderr)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range paths {
+		if strings.HasPrefix(p, "/apis/"+v1alpha1.GroupVersion.Group) && p != discovery {
+			t.Errorf("the plugin sent a request to %s, a path the member's discovery document made", p)
+		}
+	}
+	if !slices.Contains(paths, discovery) {
+		t.Errorf("the plugin never read the member's discovery document %s (requests: %v)", discovery, paths)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -286,8 +287,15 @@ func resourceOfKind(served []metav1.APIResource, kind string) (string, bool) {
 }
 
 // serverResources reads the discovery document of gv: the resources the
-// server serves there.
+// server serves there. The document is the server's word (an aggregated
+// API's, for its group): a group, version or resource name that is not one
+// path segment ("..", "a%2Fb") would send the next request elsewhere on the
+// server, so such a group version is an error and such a resource is left
+// out, as client-go's typed requests refuse them.
 func (k *kube) serverResources(ctx context.Context, gv schema.GroupVersion) ([]metav1.APIResource, error) {
+	if !pathSegment(gv.Version) || gv.Group != "" && !pathSegment(gv.Group) {
+		return nil, fmt.Errorf("invalid group version %q", gv)
+	}
 	path := "/apis/" + gv.String()
 	if gv.Group == "" {
 		path = "/api/" + gv.Version
@@ -296,7 +304,14 @@ func (k *kube) serverResources(ctx context.Context, gv schema.GroupVersion) ([]m
 	if err := k.getJSON(ctx, path, &list); err != nil {
 		return nil, err
 	}
-	return list.APIResources, nil
+	return slices.DeleteFunc(list.APIResources, func(r metav1.APIResource) bool {
+		return slices.ContainsFunc(strings.Split(r.Name, "/"), func(segment string) bool { return !pathSegment(segment) })
+	}), nil
+}
+
+// pathSegment reports whether s is one path segment a request may carry.
+func pathSegment(s string) bool {
+	return s != "" && len(rest.IsValidPathSegmentName(s)) == 0
 }
 
 // namespacedResources lists the resources the server serves in namespaces,
