@@ -200,6 +200,42 @@ func TestPluginTakesNoPathFromAMembersDiscovery(t *testing.T) {
 	}
 }
 
+// A member's discovery document is read up to a bound, as the hub reads a
+// member's (1 MiB): one of 2 MiB fails the member, not the plugin.
+func TestPluginBoundsAMembersDiscovery(t *testing.T) {
+	ctx := context.Background()
+	alpha := testFleet.Member("alpha")
+	discovery := "/apis/" + v1alpha1.GroupVersion.String()
+	front := hostileFront(t, alpha, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != discovery {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: v1alpha1.GroupVersion.String(),
+			APIResources: []metav1.APIResource{{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list"},
+				Categories: slices.Repeat([]string{strings.Repeat("x", 1<<10)}, 2<<10)}},
+		})
+		return true
+	})
+	doc, err := front.Kubeconfig(alpha.Kubeconfig, "not-passed-on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := registration.NewSecret(hubNS, "huge-discovery", doc)
+	if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
+
+	r := run(t, "widgets", "-A")
+	if want := `cluster "huge-discovery": list Widgets: discover the resources of ` + v1alpha1.GroupVersion.String(); !strings.Contains(r.stderr, want) ||
+		!strings.Contains(r.stderr, "larger than 1048576 bytes") {
+		t.Errorf("widgets -A: want the member's 2 MiB discovery document refused (%q, larger than 1048576 bytes):\n%s", want, r.stderr)
+	}
+}
+
 // hostileFront starts a fleet.Front before cp for the test.
 func hostileFront(t *testing.T, cp *fleet.ControlPlane, answer fleet.Answer) *fleet.Front {
 	t.Helper()

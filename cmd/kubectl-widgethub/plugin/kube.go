@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+
+	"github.com/widgethub/widgethub/clusters/connect"
 )
 
 // kube is the plugin's client of one API server: it reads and writes the
@@ -360,8 +362,15 @@ func (k *kube) namespacedResources(ctx context.Context) (map[schema.GroupVersion
 	return found, nil
 }
 
-// getJSON reads path's JSON answer into out.
+// maxDiscoveryBytes bounds the server's answer to each discovery request
+// (/version, /api, /apis, one group version's resources), as the hub bounds
+// a member's (clusters.maxGroupVersionBytes): the largest, a group list,
+// is tens of KiB.
+const maxDiscoveryBytes = 1 << 20
+
+// getJSON reads path's JSON answer, at most maxDiscoveryBytes, into out.
 func (k *kube) getJSON(ctx context.Context, path string, out any) error {
+	ctx = connect.WithResponseLimit(ctx, maxDiscoveryBytes)
 	body, err := k.raw.Get().AbsPath(path).Do(ctx).Raw()
 	if err != nil {
 		return err
