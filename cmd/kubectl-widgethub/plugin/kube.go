@@ -60,11 +60,11 @@ type listOptions struct {
 }
 
 // newKube is a client for cfg that sends its requests through hc (nil: one
-// built from cfg).
+// built from cfg that follows no redirect, connect.HTTPClientFor).
 func newKube(cfg *rest.Config, hc *http.Client) (*kube, error) {
 	if hc == nil {
 		var err error
-		if hc, err = rest.HTTPClientFor(cfg); err != nil {
+		if hc, err = connect.HTTPClientFor(cfg); err != nil {
 			return nil, err
 		}
 	}
