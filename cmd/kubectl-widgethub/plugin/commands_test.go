@@ -87,7 +87,6 @@ func TestWidgetsAcrossMembers(t *testing.T) {
 // the kubeconfig names or skips TLS verification: widgets must refuse them
 // without a request and without quoting them, and still list the others.
 func TestWidgetsRefusesUnsafeRegistrations(t *testing.T) {
-	ctx := context.Background()
 	joinAlphaAndBeta(t)
 	createWidget(t, testFleet.Member("alpha"), "shop", "cart", 1, false)
 	createWidget(t, testFleet.Member("beta"), "shop", "cart", 2, false)
@@ -110,11 +109,7 @@ func TestWidgetsRefusesUnsafeRegistrations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := registration.NewSecret(hubNS, name, hostile)
-		if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
+		registerForTest(t, name, hostile)
 	}
 
 	r := run(t, "widgets", "-n", "shop")

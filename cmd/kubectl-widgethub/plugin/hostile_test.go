@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/internal/fleet"
 )
@@ -77,7 +76,6 @@ func TestClustersPrintsNoMemberTextVerbatim(t *testing.T) {
 // and an error with a body of its choosing: widgets prints neither verbatim,
 // and prints the error bounded.
 func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
-	ctx := context.Background()
 	joinAlphaAndBeta(t)
 	alpha := testFleet.Member("alpha")
 	widgets := v1alpha1.WidgetList{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "WidgetList"},
@@ -115,11 +113,7 @@ func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := registration.NewSecret(hubNS, name, doc)
-		if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
+		registerForTest(t, name, doc)
 	}
 
 	r := run(t, "widgets", "-A")
@@ -152,70 +146,59 @@ func TestWidgetsPrintsNoMemberTextVerbatim(t *testing.T) {
 // join into the path of the next request, leaves the kind unserved, and no
 // request goes anywhere but where the kind's resource would be.
 func TestPluginTakesNoPathFromAMembersDiscovery(t *testing.T) {
-	ctx := context.Background()
-	alpha := testFleet.Member("alpha")
-	discovery := "/apis/" + v1alpha1.GroupVersion.String()
-	var mu sync.Mutex
-	var paths []string
-	front := hostileFront(t, alpha, func(w http.ResponseWriter, r *http.Request) bool {
-		mu.Lock()
-		paths = append(paths, r.URL.Path)
-		mu.Unlock()
-		if r.URL.Path != discovery {
-			return false
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
-			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-			GroupVersion: v1alpha1.GroupVersion.String(),
-			APIResources: []metav1.APIResource{{Name: "..", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list"}}},
-		})
-		return true
-	})
-	doc, err := front.Kubeconfig(alpha.Kubeconfig, "not-passed-on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := registration.NewSecret(hubNS, "dotdot-resource", doc)
-	if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
-
+	asked := registerWidgetDiscovery(t, "dotdot-resource", metav1.APIResource{Name: "..", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list"}})
 	for _, args := range [][]string{{"widgets", "-A"}, {"widgets", "-n", "shop"}} {
 		r := run(t, args...)
 		if want := `cluster "dotdot-resource": list Widgets: no matches for kind "Widget"`; !strings.Contains(r.stderr, want) {
 			t.Errorf("%s: want the member reported as not serving Widgets (%q):\n%s", strings.Join(args, " "), want, r.stderr)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	paths := asked()
 	for _, p := range paths {
-		if strings.HasPrefix(p, "/apis/"+v1alpha1.GroupVersion.Group) && p != discovery {
+		if strings.HasPrefix(p, "/apis/"+v1alpha1.GroupVersion.Group) && p != widgetDiscovery {
 			t.Errorf("the plugin sent a request to %s, a path the member's discovery document made", p)
 		}
 	}
-	if !slices.Contains(paths, discovery) {
-		t.Errorf("the plugin never read the member's discovery document %s (requests: %v)", discovery, paths)
+	if !slices.Contains(paths, widgetDiscovery) {
+		t.Errorf("the plugin never read the member's discovery document %s (requests: %v)", widgetDiscovery, paths)
 	}
 }
 
 // A member's discovery document is read up to a bound, as the hub reads a
 // member's (1 MiB): one of 2 MiB fails the member, not the plugin.
 func TestPluginBoundsAMembersDiscovery(t *testing.T) {
-	ctx := context.Background()
+	registerWidgetDiscovery(t, "huge-discovery", metav1.APIResource{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list"},
+		Categories: slices.Repeat([]string{strings.Repeat("x", 1<<10)}, 2<<10)})
+	r := run(t, "widgets", "-A")
+	if want := `cluster "huge-discovery": list Widgets: discover the resources of ` + v1alpha1.GroupVersion.String(); !strings.Contains(r.stderr, want) ||
+		!strings.Contains(r.stderr, "larger than 1048576 bytes") {
+		t.Errorf("widgets -A: want the member's 2 MiB discovery document refused (%q, larger than 1048576 bytes):\n%s", want, r.stderr)
+	}
+}
+
+// widgetDiscovery is the discovery document of the Widgets' group version.
+var widgetDiscovery = "/apis/" + v1alpha1.GroupVersion.String()
+
+// registerWidgetDiscovery registers, for the test, member name: alpha behind
+// a front that answers widgetDiscovery with widgets alone. asked returns the
+// paths the front was asked for so far.
+func registerWidgetDiscovery(t *testing.T, name string, widgets metav1.APIResource) (asked func() []string) {
+	t.Helper()
 	alpha := testFleet.Member("alpha")
-	discovery := "/apis/" + v1alpha1.GroupVersion.String()
+	var mu sync.Mutex
+	var paths []string
 	front := hostileFront(t, alpha, func(w http.ResponseWriter, r *http.Request) bool {
-		if r.URL.Path != discovery {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path != widgetDiscovery {
 			return false
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: v1alpha1.GroupVersion.String(),
-			APIResources: []metav1.APIResource{{Name: "widgets", Namespaced: true, Kind: "Widget", Verbs: metav1.Verbs{"get", "list"},
-				Categories: slices.Repeat([]string{strings.Repeat("x", 1<<10)}, 2<<10)}},
+			APIResources: []metav1.APIResource{widgets},
 		})
 		return true
 	})
@@ -223,16 +206,11 @@ func TestPluginBoundsAMembersDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := registration.NewSecret(hubNS, "huge-discovery", doc)
-	if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
-
-	r := run(t, "widgets", "-A")
-	if want := `cluster "huge-discovery": list Widgets: discover the resources of ` + v1alpha1.GroupVersion.String(); !strings.Contains(r.stderr, want) ||
-		!strings.Contains(r.stderr, "larger than 1048576 bytes") {
-		t.Errorf("widgets -A: want the member's 2 MiB discovery document refused (%q, larger than 1048576 bytes):\n%s", want, r.stderr)
+	registerForTest(t, name, doc)
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(paths)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/api/v1alpha1"
 )
 
@@ -64,11 +63,7 @@ func TestClustersOutputFormats(t *testing.T) {
 		key = base64.StdEncoding.EncodeToString(u.ClientKeyData)
 	}
 	for _, name := range []string{"out-reported", "out-new"} {
-		s := registration.NewSecret(hubNS, name, kubeconfig)
-		if err := testFleet.Hub.Client.Create(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(context.Background(), s) })
+		registerForTest(t, name, kubeconfig)
 	}
 	reported := &v1alpha1.MemberCluster{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "out-reported"}, Status: engaged(2)}
 	createMemberCluster(t, reported)

@@ -168,11 +168,7 @@ func TestWidgetsReportsAnUnreadableMemberAfterTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := registration.NewSecret(hubNS, "gone", doc)
-	if err := testFleet.Hub.Client.Create(ctx, gone); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, gone) })
+	registerForTest(t, "gone", doc)
 
 	// stdout and stderr in one stream, in the order written.
 	var out bytes.Buffer

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	inventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
+	"github.com/widgethub/widgethub/api/registration"
 	"github.com/widgethub/widgethub/clusters"
 	"github.com/widgethub/widgethub/cmd/kubectl-widgethub/plugin"
 	"github.com/widgethub/widgethub/internal/fleet"
@@ -157,4 +158,16 @@ func joinAlphaAndBeta(t *testing.T) {
 		unjoinCleanup(t, member, member)
 		join(t, member, member)
 	}
+}
+
+// registerForTest creates on the hub the registration Secret name with
+// kubeconfig doc, deleted when the test ends.
+func registerForTest(t *testing.T, name string, doc []byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := registration.NewSecret(hubNS, name, doc)
+	if err := testFleet.Hub.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testFleet.Hub.Client.Delete(ctx, s) })
 }
