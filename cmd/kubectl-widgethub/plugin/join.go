@@ -407,7 +407,7 @@ func verify(ctx context.Context, doc []byte, reachable string, timeout time.Dura
 	}
 	cfg.REST.Host = reachable
 	cfg.REST.Timeout = timeout
-	c, err := newKube(cfg.REST, nil)
+	c, err := newKube(cfg.REST)
 	if err != nil {
 		return err
 	}

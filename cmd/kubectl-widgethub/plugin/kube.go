@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -59,14 +58,12 @@ type listOptions struct {
 	limit     int64
 }
 
-// newKube is a client for cfg that sends its requests through hc (nil: one
-// built from cfg that follows no redirect, connect.HTTPClientFor).
-func newKube(cfg *rest.Config, hc *http.Client) (*kube, error) {
-	if hc == nil {
-		var err error
-		if hc, err = connect.HTTPClientFor(cfg); err != nil {
-			return nil, err
-		}
+// newKube is a client for cfg whose requests all go through one HTTP
+// client that follows no redirect (connect.HTTPClientFor).
+func newKube(cfg *rest.Config) (*kube, error) {
+	hc, err := connect.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
 	}
 	md, err := metadata.NewForConfigAndClient(cfg, hc)
 	if err != nil {

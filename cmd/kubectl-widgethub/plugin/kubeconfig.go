@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -36,9 +35,7 @@ type cluster struct {
 	role    string
 	context string
 	config  *rest.Config
-	// httpClient is client's, and follows no redirect.
-	httpClient *http.Client
-	client     *kube
+	client  *kube
 	// version is the API server's version, set by ping.
 	version string
 }
@@ -84,18 +81,13 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	return newCluster(t.role, name, cfg)
 }
 
-// newCluster is the cluster that role's context reaches with cfg: one HTTP
-// client, which follows no redirect, for its pings and its client.
+// newCluster is the cluster that role's context reaches with cfg.
 func newCluster(role, context string, cfg *rest.Config) (*cluster, error) {
-	hc, err := connect.HTTPClientFor(cfg)
+	c, err := newKube(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: client for context %q: %w", role, context, err)
 	}
-	c, err := newKube(cfg, hc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: client for context %q: %w", role, context, err)
-	}
-	return &cluster{role: role, context: context, config: cfg, httpClient: hc, client: c}, nil
+	return &cluster{role: role, context: context, config: cfg, client: c}, nil
 }
 
 func contextNames(raw *clientcmdapi.Config) string {
