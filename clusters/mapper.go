@@ -21,10 +21,6 @@ import (
 	"github.com/widgethub/widgethub/clusters/connect"
 )
 
-// maxGroupVersionBytes bounds a member's answer to the discovery of one
-// group version (apps/v1 is about 4 KiB, v1 about 10 KiB).
-const maxGroupVersionBytes = 1 << 20
-
 // namespacedFirst is the member's RESTMapper: a groupVersionMapper that
 // knows the kinds of byObject as namespaced without asking.
 func namespacedFirst(c *rest.Config, hc *http.Client, scheme *runtime.Scheme, byObject map[client.Object]cache.ByObject) (meta.RESTMapper, error) {
@@ -109,7 +105,8 @@ func (g *groupVersionMapper) load(group string, versions []string) ([]string, er
 		if g.known[gv] {
 			continue
 		}
-		resources, err := g.discover(gv)
+		// Bounded, and without a resource whose name is not one path segment.
+		resources, err := connect.ServedResources(context.Background(), g.client, gv)
 		if apierrors.IsNotFound(err) {
 			continue // not served (yet): the mapper answers no match
 		}
@@ -122,22 +119,9 @@ func (g *groupVersionMapper) load(group string, versions []string) ([]string, er
 	return versions, nil
 }
 
-func (g *groupVersionMapper) discover(gv schema.GroupVersion) (*metav1.APIResourceList, error) {
-	path := "/apis/" + gv.String()
-	if gv.Group == "" {
-		path = "/api/" + gv.Version
-	}
-	list := &metav1.APIResourceList{}
-	ctx := connect.WithResponseLimit(context.Background(), maxGroupVersionBytes)
-	if err := g.client.Get().AbsPath(path).Do(ctx).Into(list); err != nil {
-		return nil, err
-	}
-	return list, nil
-}
-
 // add maps the resources of gv whose kinds the scheme knows, and their lists.
-func (g *groupVersionMapper) add(gv schema.GroupVersion, list *metav1.APIResourceList) {
-	for _, r := range list.APIResources {
+func (g *groupVersionMapper) add(gv schema.GroupVersion, resources []metav1.APIResource) {
+	for _, r := range resources {
 		gvk := gv.WithKind(r.Kind)
 		if strings.Contains(r.Name, "/") || !g.scheme.Recognizes(gvk) {
 			continue

@@ -113,3 +113,18 @@ func TestMemberMapperBoundsTheDiscoveryAnswer(t *testing.T) {
 		t.Errorf("a 2 MiB discovery answer: got %v, want %v", err, connect.ErrResponseTooLarge)
 	}
 }
+
+// A member's discovery document is its word (an aggregated API's, for its
+// group): a resource whose name is not one path segment is not mapped, so
+// no request of the hub takes its path from it.
+func TestMemberMapperTakesNoPathFromDiscovery(t *testing.T) {
+	h := startHostileMember(t)
+	h.answer(t, "/apis/widgethub.io/v1alpha1", false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"widgethub.io/v1alpha1","resources":[` +
+			`{"name":"..","singularName":"widget","namespaced":true,"kind":"Widget","verbs":["get","list"]}]}`))
+	}))
+	if m, err := h.member.GetRESTMapper().RESTMapping(widgetKind, "v1alpha1"); !meta.IsNoMatchError(err) {
+		t.Errorf("Widget served as resource \"..\": got %v, %v; want a no-match error", m, err)
+	}
+}

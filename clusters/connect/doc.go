@@ -17,6 +17,12 @@
 // member's host is checked against the dialer's refused destinations
 // (dial.go: Dialer, ErrDestinationRefused) before the request leaves.
 //
+// A member's discovery documents are its word too (discovery.go):
+// GetDiscovery reads one, bounded at MaxDiscoveryBytes, and ServedResources
+// leaves out a resource whose name is not one path segment, so that neither
+// the hub's RESTMapper nor the plugin's dynamic client takes a path from a
+// member.
+//
 // TokenClaims (token.go) are what a ServiceAccount token says of itself,
 // read and not verified.
 package connect

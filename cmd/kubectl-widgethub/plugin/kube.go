@@ -2,9 +2,7 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -249,7 +247,8 @@ func (k *kube) resourceOf(ctx context.Context, obj runtime.Object) (dynamic.Name
 }
 
 // resourceFor is the resource that serves gvk, from the discovery document
-// of its group version. A kind the server does not serve is a
+// of its group version (bounded, and without a name that is not one path
+// segment: connect.ServedResources). A kind the server does not serve is a
 // meta.NoKindMatchError, as with any client's REST mapper.
 func (k *kube) resourceFor(ctx context.Context, gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
 	gv := gvk.GroupVersion()
@@ -259,7 +258,7 @@ func (k *kube) resourceFor(ctx context.Context, gvk schema.GroupVersionKind) (sc
 	if r, ok := resourceOfKind(known, gvk.Kind); ok {
 		return gv.WithResource(r), nil
 	}
-	served, err := k.serverResources(ctx, gv)
+	served, err := connect.ServedResources(ctx, k.raw, gv)
 	if apierrors.IsNotFound(err) {
 		served, err = nil, nil
 	}
@@ -285,44 +284,16 @@ func resourceOfKind(served []metav1.APIResource, kind string) (string, bool) {
 	return "", false
 }
 
-// serverResources reads the discovery document of gv: the resources the
-// server serves there. The document is the server's word (an aggregated
-// API's, for its group): a group, version or resource name that is not one
-// path segment ("..", "a%2Fb") would send the next request elsewhere on the
-// server, so such a group version is an error and such a resource is left
-// out, as client-go's typed requests refuse them.
-func (k *kube) serverResources(ctx context.Context, gv schema.GroupVersion) ([]metav1.APIResource, error) {
-	if !pathSegment(gv.Version) || gv.Group != "" && !pathSegment(gv.Group) {
-		return nil, fmt.Errorf("invalid group version %q", gv)
-	}
-	path := "/apis/" + gv.String()
-	if gv.Group == "" {
-		path = "/api/" + gv.Version
-	}
-	var list metav1.APIResourceList
-	if err := k.getJSON(ctx, path, &list); err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(list.APIResources, func(r metav1.APIResource) bool {
-		return slices.ContainsFunc(strings.Split(r.Name, "/"), func(segment string) bool { return !pathSegment(segment) })
-	}), nil
-}
-
-// pathSegment reports whether s is one path segment a request may carry.
-func pathSegment(s string) bool {
-	return s != "" && len(rest.IsValidPathSegmentName(s)) == 0
-}
-
 // namespacedResources lists the resources the server serves in namespaces,
 // each once, at the first version that serves it with its group's preferred
 // version first, as kubectl api-resources --namespaced lists them.
 func (k *kube) namespacedResources(ctx context.Context) (map[schema.GroupVersion][]metav1.APIResource, error) {
 	var core metav1.APIVersions
-	if err := k.getJSON(ctx, "/api", &core); err != nil {
+	if err := connect.GetDiscovery(ctx, k.raw, "/api", &core); err != nil {
 		return nil, err
 	}
 	var groups metav1.APIGroupList
-	if err := k.getJSON(ctx, "/apis", &groups); err != nil {
+	if err := connect.GetDiscovery(ctx, k.raw, "/apis", &groups); err != nil {
 		return nil, err
 	}
 	// Each group's versions, preferred first; the core group's are its own.
@@ -344,7 +315,7 @@ func (k *kube) namespacedResources(ctx context.Context) (map[schema.GroupVersion
 			if err != nil {
 				return nil, err
 			}
-			served, err := k.serverResources(ctx, gv)
+			served, err := connect.ServedResources(ctx, k.raw, gv)
 			if err != nil {
 				return nil, fmt.Errorf("discover the resources of %s: %w", gv, err)
 			}
@@ -357,23 +328,4 @@ func (k *kube) namespacedResources(ctx context.Context) (map[schema.GroupVersion
 		}
 	}
 	return found, nil
-}
-
-// maxDiscoveryBytes bounds the server's answer to each discovery request
-// (/version, /api, /apis, one group version's resources), as the hub bounds
-// a member's (clusters.maxGroupVersionBytes): the largest, a group list,
-// is tens of KiB.
-const maxDiscoveryBytes = 1 << 20
-
-// getJSON reads path's JSON answer, at most maxDiscoveryBytes, into out.
-func (k *kube) getJSON(ctx context.Context, path string, out any) error {
-	ctx = connect.WithResponseLimit(ctx, maxDiscoveryBytes)
-	body, err := k.raw.Get().AbsPath(path).Do(ctx).Raw()
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
 }

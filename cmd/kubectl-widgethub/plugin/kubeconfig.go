@@ -116,7 +116,7 @@ func (t target) connect(timeout time.Duration) (*cluster, error) {
 // an ExitUnreachable error.
 func (c *cluster) ping() error {
 	var v version.Info
-	err := c.client.getJSON(context.Background(), "/version", &v)
+	err := connect.GetDiscovery(context.Background(), c.client.raw, "/version", &v)
 	switch {
 	case err == nil:
 		c.version = v.GitVersion
