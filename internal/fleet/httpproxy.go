@@ -157,7 +157,7 @@ func NewHTTPProxy(host string, caPEM []byte) (*HTTPProxy, error) {
 		FlushInterval: -1,
 		ErrorLog:      quiet,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			writeStatus(w, http.StatusBadGateway, 0, "proxy: "+err.Error())
+			WriteStatus(w, http.StatusBadGateway, 0, "proxy: "+err.Error())
 		},
 	}
 	p.srv = &http.Server{
@@ -356,7 +356,7 @@ func (p *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f.Status != 0 {
-		writeStatus(w, f.Status, f.RetryAfter, "injected by the fleet proxy")
+		WriteStatus(w, f.Status, f.RetryAfter, "injected by the fleet proxy")
 		return
 	}
 	if f.Answer != nil {
@@ -398,8 +398,9 @@ func (p *HTTPProxy) holdWhile(r *http.Request, hold func(Fault) bool) bool {
 	}
 }
 
-// writeStatus answers with a Kubernetes Status of code.
-func writeStatus(w http.ResponseWriter, code int, retryAfter time.Duration, message string) {
+// WriteStatus answers with a Kubernetes Status of code, and a Retry-After
+// header when retryAfter is above zero.
+func WriteStatus(w http.ResponseWriter, code int, retryAfter time.Duration, message string) {
 	reason := map[int]string{http.StatusTooManyRequests: "TooManyRequests", http.StatusInternalServerError: "InternalError",
 		http.StatusBadGateway: "InternalError", http.StatusServiceUnavailable: "ServiceUnavailable"}[code]
 	status := map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",

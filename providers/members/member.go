@@ -324,7 +324,8 @@ func (m *member) engageFailed(err error, version string) observation {
 func (m *member) swapToken(cfg *connect.Config, hash [sha256.Size]byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.cfg.SameServerAndIdentity(cfg) || !m.conn.SetToken(cfg.REST.BearerToken) {
+	// Left meanwhile (handed over, displaced, shut down): nothing to swap into.
+	if m.gone || m.state != engaged || m.conn == nil || !m.cfg.SameServerAndIdentity(cfg) || !m.conn.SetToken(cfg.REST.BearerToken) {
 		return false
 	}
 	// The next probe, at its interval, tries the new token.

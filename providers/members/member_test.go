@@ -585,7 +585,7 @@ func TestRenewalIsDueAtHalfLifeAndBacksOff(t *testing.T) {
 	reg := &Registration{Hash: mc.m.hash, Renewal: &TokenRenewal{BoundSecret: "bound"}}
 	store := &tokenStore{}
 	obs := observation{}
-	mc.m.renew(t.Context(), reg, store, &obs)
+	mc.m.renew(t.Context(), t.Context(), reg, store, &obs)
 	conn := mc.last()
 	if conn.renewed != 0 || !obs.renewal.renewable || obs.result.RequeueAfter <= 0 || obs.result.RequeueAfter > time.Minute {
 		t.Fatalf("a minute before half-life: %d renewals, renewable %v, next look after %s; want none, yes, within a minute",
@@ -603,7 +603,7 @@ func TestRenewalIsDueAtHalfLifeAndBacksOff(t *testing.T) {
 	for i, want := range []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second} {
 		mc.m.renewal.next = time.Time{} // the backoff has passed
 		obs = observation{}
-		mc.m.renew(t.Context(), reg, store, &obs)
+		mc.m.renew(t.Context(), t.Context(), reg, store, &obs)
 		if obs.result.RequeueAfter != want || obs.renewal.failure == "" {
 			t.Errorf("failure %d: retry after %s (failure %q), want %s", i+1, obs.result.RequeueAfter, obs.renewal.failure, want)
 		}
@@ -611,7 +611,7 @@ func TestRenewalIsDueAtHalfLifeAndBacksOff(t *testing.T) {
 	mc.m.renewal.failures = 20
 	mc.m.renewal.next = time.Time{}
 	obs = observation{}
-	mc.m.renew(t.Context(), reg, store, &obs)
+	mc.m.renew(t.Context(), t.Context(), reg, store, &obs)
 	if obs.result.RequeueAfter != 5*time.Minute {
 		t.Errorf("after many failures: retry after %s, want the 5m cap", obs.result.RequeueAfter)
 	}
@@ -624,7 +624,7 @@ func TestRenewalIsDueAtHalfLifeAndBacksOff(t *testing.T) {
 	mc.m.renewal = renewal{}
 	store.writes, store.dryRuns = 0, 0
 	obs = observation{}
-	mc.m.renew(t.Context(), reg, store, &obs)
+	mc.m.renew(t.Context(), t.Context(), reg, store, &obs)
 	if store.dryRuns != 1 || store.writes != 1 || obs.renewal.failure != "" {
 		t.Errorf("a renewal that succeeds: %d dry runs, %d writes, failure %q; want 1, 1, none", store.dryRuns, store.writes, obs.renewal.failure)
 	}

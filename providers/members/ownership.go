@@ -30,7 +30,9 @@ type ownership interface {
 	// replica may take it at once; gone tells that its registration is gone.
 	release(ctx context.Context, name string, gone bool) error
 	// cleans tells whether this replica removes the MemberCluster of a gone
-	// registration, whose status says servedBy.
+	// registration, whose status says servedBy; it is asked on every
+	// replica, with or without that MemberCluster, as the members are
+	// shared out again without the gone one.
 	cleans(ctx context.Context, name, servedBy string) (bool, error)
 	// report shows in a member's status who serves it and how its pin is
 	// followed.

@@ -82,7 +82,11 @@ func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceControlle
 		return reconcile.Result{}, err
 	}
 	if !serving.here {
-		p.handOver(ctx, name, serving.owner, log)
+		// A fence not released is retried: nothing else would wake this
+		// registration while the owner waits for the fence.
+		if err := p.handOver(ctx, name, serving.owner, log); err != nil {
+			return reconcile.Result{}, err
+		}
 		return serving.result, nil
 	}
 	m, err := p.registry.serve(name, me, func() *member { return newMember(name, p.env, log) })
@@ -100,7 +104,7 @@ func (p *Provider) reconcile(ctx, memberCtx context.Context, sc *sourceControlle
 		config:   func() (*connect.Config, error) { return sc.Config(reg) },
 		announce: func(replacing bool) *v1alpha1.MemberCluster { return p.recordEngaging(ctx, reg.Owner, replacing, log) }})
 	writer, _ := sc.Source.(TokenWriter)
-	m.renew(ctx, reg, writer, &obs)
+	m.renew(ctx, memberCtx, reg, writer, &obs)
 	refreshIn, err := p.recordStatus(ctx, reg.Owner, obs)
 	if err != nil {
 		// Retried even after a terminal outcome: that outcome is not shown
@@ -157,7 +161,9 @@ func (p *Provider) holdName(ctx context.Context, name multicluster.ClusterName, 
 func (p *Provider) unregister(ctx context.Context, name multicluster.ClusterName, me claim, log logr.Logger) error {
 	mine, wake := p.registry.unclaim(name, me)
 	if wake != nil {
-		wake.source.wakeUp(wake.key)
+		// Once the member of me has gone: woken before, the waiting
+		// registration would find it still served, and take it over.
+		defer wake.source.wakeUp(wake.key)
 	}
 	if !mine {
 		return nil
@@ -167,10 +173,17 @@ func (p *Provider) unregister(ctx context.Context, name multicluster.ClusterName
 		return err
 	}
 	mc, err := p.controlledMemberCluster(ctx, me)
-	if err != nil || mc == nil {
+	if err != nil {
 		return err
 	}
-	if cleans, err := p.ownership.cleans(ctx, string(name), mc.Status.ServedBy); err != nil || !cleans {
+	servedBy := ""
+	if mc != nil {
+		servedBy = mc.Status.ServedBy
+	}
+	// Asked even when another replica deleted the MemberCluster first: the
+	// members are shared out again without this one, which can move others,
+	// and every replica must see the move.
+	if cleans, err := p.ownership.cleans(ctx, string(name), servedBy); err != nil || !cleans || mc == nil {
 		return err
 	}
 	return p.deleteMemberCluster(ctx, mc)
@@ -178,17 +191,17 @@ func (p *Provider) unregister(ctx context.Context, name multicluster.ClusterName
 
 // handOver stops serving the member called name, which owner (another
 // replica, or none while this one does not serve) serves now: it drains it
-// and releases its fence so that owner may take it at once.
-func (p *Provider) handOver(ctx context.Context, name multicluster.ClusterName, owner string, log logr.Logger) {
+// and releases its fence so that owner may take it at once. A release that
+// fails is returned, to be tried again: the owner cannot take a fence this
+// live replica holds.
+func (p *Provider) handOver(ctx context.Context, name multicluster.ClusterName, owner string, log logr.Logger) error {
 	m := p.registry.remove(name)
 	if m != nil {
 		m.leave(ctx, p.opts.DrainTimeout, "handed over to "+owner)
 		forgetMetrics(string(name))
 		log.Info("Handed the member over", "to", owner)
 	}
-	if err := p.ownership.release(ctx, string(name), false); err != nil {
-		log.Error(err, "Could not release the member's fence; it is taken over once this replica's heartbeat expires")
-	}
+	return p.ownership.release(ctx, string(name), false)
 }
 
 // leave stops serving the member called name at once, if it is served.

@@ -231,8 +231,9 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 // reconcile's registration, which writer writes back), and records in obs
 // how the token stands. A failure leaves the member as it is (engaged with
 // its current token, Ready as probed): it is retried with backoff, counted,
-// and shown by CredentialsExpiring and an Event.
-func (m *member) renew(ctx context.Context, reg *Registration, writer TokenWriter, obs *observation) {
+// and shown by CredentialsExpiring and an Event. The member is asked under
+// memberCtx, which the queue may cancel; the hub is written under ctx.
+func (m *member) renew(ctx, memberCtx context.Context, reg *Registration, writer TokenWriter, obs *observation) {
 	ren := reg.Renewal
 	if ren == nil || writer == nil {
 		return
@@ -277,7 +278,7 @@ func (m *member) renew(ctx context.Context, reg *Registration, writer TokenWrite
 		obs.requeueWithin(r.next.Sub(now))
 		return
 	}
-	expires, err := m.renewNow(ctx, conn, reg, writer, claims, s.lifetime)
+	expires, err := m.renewNow(ctx, memberCtx, conn, reg, writer, claims, s.lifetime)
 	switch {
 	case err == nil:
 		m.log.Info("Renewed the member's token", "expires", stamp(expires), "failuresBefore", r.failures)
@@ -314,7 +315,7 @@ func (m *member) renew(ctx context.Context, reg *Registration, writer TokenWrite
 // claims describe, for lifetime, and has writer write it into reg with the
 // hub's record of the request, provided reg is unchanged since it was read
 // (else ErrRegistrationChanged).
-func (m *member) renewNow(ctx context.Context, conn connection, reg *Registration, writer TokenWriter, claims connect.TokenClaims, lifetime time.Duration) (time.Time, error) {
+func (m *member) renewNow(ctx, memberCtx context.Context, conn connection, reg *Registration, writer TokenWriter, claims connect.TokenClaims, lifetime time.Duration) (time.Time, error) {
 	// First a dry run of the write: a hub that may not write the
 	// registration, or one that changed, costs no token that nothing holds.
 	if _, err := writer.WriteToken(ctx, reg, m.cfg.REST.BearerToken, reg.Renewal.Issued, true); err != nil {
@@ -322,7 +323,7 @@ func (m *member) renewNow(ctx context.Context, conn connection, reg *Registratio
 	}
 	minted := time.Now()
 	// The expiry the member states is as untrusted as its token's claims.
-	token, _, err := conn.RenewToken(ctx, claims, lifetime)
+	token, _, err := conn.RenewToken(memberCtx, claims, lifetime)
 	if err != nil {
 		return time.Time{}, err
 	}
