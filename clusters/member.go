@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
+	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters/connect"
 )
 
@@ -418,7 +421,14 @@ func (t *trackedConn) Close() error {
 	return t.Conn.Close()
 }
 
+// recordWatchError keeps err, the last error of a cache's list or watch, for
+// the error of a sync that times out, and logs it as client-go does. Both
+// take it bounded (boundedError): it may quote the member at the length of
+// an answer's bound, and it is kept while the member is engaged.
 func (m *Member) recordWatchError(ctx context.Context, r *toolscache.Reflector, err error) {
+	if err != io.EOF && err != io.ErrUnexpectedEOF { // client-go tells a closed watch by equality
+		err = boundedError(err)
+	}
 	m.mu.Lock()
 	m.watchErr = err
 	m.mu.Unlock()
@@ -466,4 +476,23 @@ type cancelOnClose struct {
 func (c *cancelOnClose) Close() error {
 	defer c.cancel()
 	return c.ReadCloser.Close()
+}
+
+// boundedError is err with the member's words bounded and printable
+// (v1alpha1.PrintableError) wherever it is printed. A member's Status in it
+// is replaced by a copy whose message is bounded and which has no details,
+// so that the member's text is not kept either; errors.Is and errors.As
+// find what they found in err.
+func boundedError(err error) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return v1alpha1.PrintableError(err)
+	}
+	s := status.Status()
+	s.Message, s.Details = v1alpha1.TruncateMessage(s.Message), nil
+	prefix := ""
+	if se, ok := status.(error); ok {
+		prefix, _, _ = strings.Cut(err.Error(), se.Error()) // the words that wrap it: client-go's
+	}
+	return v1alpha1.PrintableError(fmt.Errorf("%s%w", v1alpha1.TruncateMessage(prefix), &apierrors.StatusError{ErrStatus: s}))
 }

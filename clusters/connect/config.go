@@ -183,6 +183,7 @@ func finish(cfg *rest.Config, context string, contexts int, opts ConfigOptions) 
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &answerGuard{maxBytes: maxBytes, proxy: cfg.Proxy, allowLinkLocal: opts.AllowLinkLocal, next: rt}
 	})
+	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, memberWarnings{}
 	timeout := opts.RequestTimeout
 	if timeout == 0 {
 		timeout = DefaultRequestTimeout

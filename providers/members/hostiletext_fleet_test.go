@@ -102,3 +102,46 @@ func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 		}
 	}
 }
+
+// A member whose every answer carries a warning of 256 KiB (bidirectional
+// overrides; client-go refuses control characters there) and whose every
+// watch of Widgets fails with a Status message of 2 MiB of escape sequences
+// (its lists pass: it is engaged, and its cache watches again and again):
+// the hub logs both, each bounded and printable, and keeps no more of them.
+func TestHostileWarningsAndWatchErrorsAreLoggedBounded(t *testing.T) {
+	alpha := testFleet.Member("alpha")
+	logged := len(hubtest.Logs.String())
+	marker := "hostile-answer-" + hubtest.RandomHex(t)
+	warning := `299 - "` + marker + "-warning " + strings.Repeat("\u202e", (256<<10)/len("\u202e")) + `"`
+	watchError := marker + "-watch " + strings.Repeat(terminalTricks, (2<<20)/len(terminalTricks))
+	front, err := fleet.NewFront(alpha, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Add("Warning", warning)
+		if r.URL.Path != "/apis/"+v1alpha1.GroupVersion.String()+"/widgets" || fleet.NotWatch(r) {
+			return false
+		}
+		fleet.WriteStatus(w, http.StatusInternalServerError, 0, watchError)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	doc, err := front.Kubeconfig(alpha.Kubeconfig, "harmless-"+hubtest.RandomHex(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubtest.RegisterData(t, "hostile-answers", map[string][]byte{"kubeconfig": doc})
+
+	// Both reach the logs (the test would prove nothing otherwise), and
+	// neither holds more than a bounded, printable part of the member's text.
+	NewWithT(t).Eventually(func(g Gomega) {
+		logs := hubtest.Logs.String()[logged:]
+		g.Expect(logs).To(ContainSubstring(marker+"-warning"), "no warning of the member logged")
+		g.Expect(logs).To(ContainSubstring(marker+"-watch"), "no watch error of the member logged")
+	}, hubtest.Within, hubtest.Poll).Should(Succeed())
+	for line := range strings.Lines(hubtest.Logs.String()[logged:]) {
+		if strings.Contains(line, marker) && (len(line) > 4*v1alpha1.MaxMessageLength || strings.ContainsAny(line, "\x1b\u202e")) {
+			t.Errorf("the manager logged %d bytes of a hostile member's text: %.300q...", len(line), line)
+		}
+	}
+}
