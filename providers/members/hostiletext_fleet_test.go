@@ -37,7 +37,7 @@ func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 	sizes := map[string]int{"hostile-version-1mib": 1 << 20, "hostile-version-1kib": 1 << 10}
 	for name, size := range sizes {
 		gitVersion := "v1.31.0" + strings.Repeat(terminalTricks, size/len(terminalTricks))
-		front, err := fleet.NewFront(alpha, func(w http.ResponseWriter, r *http.Request) bool {
+		registerBehindFront(t, name, alpha, func(w http.ResponseWriter, r *http.Request) bool {
 			if r.URL.Path != "/version" {
 				return false
 			}
@@ -45,15 +45,6 @@ func TestHostileVersionReachesStatusBoundedAndPrintable(t *testing.T) {
 			_ = json.NewEncoder(w).Encode(version.Info{GitVersion: gitVersion, Major: "1", Minor: "31"})
 			return true
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(front.Close)
-		doc, err := front.Kubeconfig(alpha.Kubeconfig, "harmless-"+hubtest.RandomHex(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hubtest.RegisterData(t, name, map[string][]byte{"kubeconfig": doc})
 	}
 
 	for name := range sizes {
@@ -114,7 +105,7 @@ func TestHostileWarningsAndWatchErrorsAreLoggedBounded(t *testing.T) {
 	marker := "hostile-answer-" + hubtest.RandomHex(t)
 	warning := `299 - "` + marker + "-warning " + strings.Repeat("\u202e", (256<<10)/len("\u202e")) + `"`
 	watchError := marker + "-watch " + strings.Repeat(terminalTricks, (2<<20)/len(terminalTricks))
-	front, err := fleet.NewFront(alpha, func(w http.ResponseWriter, r *http.Request) bool {
+	registerBehindFront(t, "hostile-answers", alpha, func(w http.ResponseWriter, r *http.Request) bool {
 		w.Header().Add("Warning", warning)
 		if r.URL.Path != "/apis/"+v1alpha1.GroupVersion.String()+"/widgets" || fleet.NotWatch(r) {
 			return false
@@ -122,15 +113,6 @@ func TestHostileWarningsAndWatchErrorsAreLoggedBounded(t *testing.T) {
 		fleet.WriteStatus(w, http.StatusInternalServerError, 0, watchError)
 		return true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(front.Close)
-	doc, err := front.Kubeconfig(alpha.Kubeconfig, "harmless-"+hubtest.RandomHex(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hubtest.RegisterData(t, "hostile-answers", map[string][]byte{"kubeconfig": doc})
 
 	// Both reach the logs (the test would prove nothing otherwise), and
 	// neither holds more than a bounded, printable part of the member's text.
@@ -144,4 +126,20 @@ func TestHostileWarningsAndWatchErrorsAreLoggedBounded(t *testing.T) {
 			t.Errorf("the manager logged %d bytes of a hostile member's text: %.300q...", len(line), line)
 		}
 	}
+}
+
+// registerBehindFront registers, for the test, member name: cp behind a
+// front that answers with answer, reached with a token the front drops.
+func registerBehindFront(t *testing.T, name string, cp *fleet.ControlPlane, answer fleet.Answer) {
+	t.Helper()
+	front, err := fleet.NewFront(cp, answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	doc, err := front.Kubeconfig(cp.Kubeconfig, "harmless-"+hubtest.RandomHex(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubtest.RegisterData(t, name, map[string][]byte{"kubeconfig": doc})
 }
