@@ -49,6 +49,7 @@ const (
 	fenceUnprivileged     = "widgethub's pods are unprivileged"
 	fenceContainerOptions = "widgethub's container sets no command"
 	fencePodOptions       = "widgethub's pods set no node, scheduling"
+	fenceRollout          = "widgethub does not pause its Deployments"
 )
 
 // With the token join minted, the hub's Widget reconciler itself (run here
@@ -173,6 +174,10 @@ func checkUpdatesKeepOwnerAndShape(t *testing.T, hub *widget.Reconciler, cp *fle
 		{"privileged", `{"spec":{"template":{"spec":{"containers":[{"name":"widget","image":"evil.example/miner:1","securityContext":{"privileged":true}}]}}}}`, fenceUnprivileged},
 		{"host network", `{"spec":{"template":{"spec":{"hostNetwork":true}}}}`, fenceHostNamespaces},
 		{"another selector", `{"spec":{"template":{"metadata":{"labels":{"app":"payments"}}}}}`, fencePodLabels},
+		// An image a thief set would keep running after the hub's next write.
+		{"paused", `{"spec":{"paused":true}}`, fenceRollout},
+		{"rollouts held back ten minutes", `{"spec":{"minReadySeconds":599}}`, fenceRollout},
+		{"a finalizer", `{"metadata":{"finalizers":["example.com/keep"]}}`, fenceRollout},
 	} {
 		err := thief.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name}},
 			client.RawPatch(types.MergePatchType, []byte(tc.patch)))
@@ -253,6 +258,9 @@ func checkCreateShape(t *testing.T, hub *widget.Reconciler, cp *fleet.ControlPla
 		{"more replicas than a Widget may ask for", func(d *appsv1.Deployment) {
 			d.Spec.Replicas = ptr.To[int32](v1alpha1.MaxWidgetReplicas + 1)
 		}, fenceReplicas},
+		{"paused", func(d *appsv1.Deployment) { d.Spec.Paused = true }, fenceRollout},
+		{"minReadySeconds", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 599 }, fenceRollout},
+		{"a finalizer", func(d *appsv1.Deployment) { d.Finalizers = []string{"example.com/keep"} }, fenceRollout},
 		{"an owner of another name", func(d *appsv1.Deployment) { d.OwnerReferences[0].Name = "other" }, fenceOwnerReference},
 		{"a second owner", func(d *appsv1.Deployment) {
 			d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: uuid.NewUUID()})
@@ -391,6 +399,14 @@ func TestFenceNamesEveryPodField(t *testing.T) {
 		// admission may add.
 		allowed []string
 	}{
+		{"deployment", reflect.TypeFor[appsv1.DeploymentSpec](), []string{
+			// checked as object.spec's
+			"replicas", "selector", "template",
+			// Recreate or RollingUpdate: the pods run the hub's image just the same
+			"strategy",
+			// defaulted; neither holds a rollout back
+			"revisionHistoryLimit", "progressDeadlineSeconds",
+		}},
 		{"pod", reflect.TypeFor[corev1.PodSpec](), []string{
 			"restartPolicy",                 // Always is the only value a Deployment takes
 			"terminationGracePeriodSeconds", // defaulted
