@@ -1,6 +1,6 @@
 // Package config holds the project's generated manifests, embedded so that
 // programs install exactly what controller-gen wrote: the kubectl plugin puts
-// the Widget CRD, the member ClusterRole and the member admission policy into
+// the Widget CRD, the member ClusterRole and the member admission policies into
 // a member when it joins, and the demo applies the sample Widgets.
 package config
 
@@ -27,6 +27,13 @@ var MemberRole []byte
 //
 //go:embed member-rbac/admission-policy.yaml
 var MemberAdmissionPolicy []byte
+
+// MemberTokenPolicy is the ValidatingAdmissionPolicy and its binding that
+// fence the tokens the hub's ServiceAccount may request in a member
+// (member-rbac, written by hand): only tokens bound to a Secret join made.
+//
+//go:embed member-rbac/token-policy.yaml
+var MemberTokenPolicy []byte
 
 //go:embed samples/widgethub_*.yaml
 var samples embed.FS

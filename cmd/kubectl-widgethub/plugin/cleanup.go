@@ -19,7 +19,7 @@ import (
 
 // What join made is shared by every registration of the member (another
 // hub's, or the same hub's under another name): one ServiceAccount, one
-// ClusterRole and binding, one admission policy, one namespace. Only the
+// ClusterRole and binding, two admission policies, one namespace. Only the
 // token Secrets are per registration. So join takes over nothing it did not
 // create (unless --adopt), and unjoin --cleanup deletes the shared objects
 // only when no registration's token Secret is left, and the namespace only
@@ -59,7 +59,7 @@ func cleanupMember(ctx context.Context, m *cluster, out io.Writer) error {
 		return err
 	}
 	if len(others) > 0 {
-		fmt.Fprintf(out, "%s: kept the ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding, admission policy and namespace: "+
+		fmt.Fprintf(out, "%s: kept the ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding, admission policies and namespace: "+
 			"other registrations still hold tokens bound to Secrets in %s (%s); unjoin them first, "+
 			"or delete those Secrets to revoke their tokens\n",
 			m.role, MemberNamespace, strings.Join(others, ", "))

@@ -67,7 +67,7 @@ func joinCommand(g *globals) *cobra.Command {
      widgethub.io/kubeconfig=true is left alone (exit 7).
 
 join takes over no ServiceAccount, ClusterRole, ClusterRoleBinding, Role,
-RoleBinding or admission policy of those names that it did not create
+RoleBinding or admission policies of those names that it did not create
 (exit 7) unless --adopt is given.
 
 The hub's manager must reach the member at the kubeconfig's server address.
@@ -86,7 +86,7 @@ address inside kind's Docker network) or --server.`,
 	f.StringVar(&o.kind, "kind", "", "The member is a kind cluster: the hub reaches it at https://CLUSTER-control-plane:6443 (CLUSTER from a kind-CLUSTER context, else NAME).")
 	f.Lookup("kind").NoOptDefVal = kindFromContext
 	f.BoolVar(&o.overwrite, "overwrite", false, "Replace an existing registration of NAME (a Secret labelled widgethub.io/kubeconfig=true; join replaces no other Secret).")
-	f.BoolVar(&o.adopt, "adopt", false, "Take over a ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding or admission policy of join's names that join did not create: join updates it and unjoin --cleanup deletes it.")
+	f.BoolVar(&o.adopt, "adopt", false, "Take over a ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding or admission policies of join's names that join did not create: join updates it and unjoin --cleanup deletes it.")
 	f.DurationVar(&o.tokenTTL, "token-ttl", DefaultTokenTTL, "Requested lifetime of the hub's token (at least 10m); the hub renews it, with this lifetime, when half of it is left.")
 	return cmd
 }
@@ -229,8 +229,8 @@ func (o *joinOptions) installInMember(ctx context.Context, j *joining) error {
 			return fmt.Errorf("%s: apply %T %s: %w", m.role, obj, obj.GetName(), err)
 		}
 	}
-	fmt.Fprintf(out, "%s: ValidatingAdmissionPolicy and binding %s, ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s, Role and RoleBinding %s/%s applied\n",
-		m.role, MemberAdmissionPolicy, MemberNamespace, MemberServiceAccount, MemberClusterRole, MemberNamespace, MemberClusterRole)
+	fmt.Fprintf(out, "%s: ValidatingAdmissionPolicies and bindings %s and %s, ServiceAccount %s/%s, ClusterRole and ClusterRoleBinding %s, Role and RoleBinding %s/%s applied\n",
+		m.role, MemberAdmissionPolicy, MemberTokenPolicy, MemberNamespace, MemberServiceAccount, MemberClusterRole, MemberNamespace, MemberClusterRole)
 	return nil
 }
 

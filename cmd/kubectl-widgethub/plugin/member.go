@@ -33,8 +33,12 @@ const (
 	// MemberClusterRole names the ClusterRole and the ClusterRoleBinding, and
 	// the Role and RoleBinding in MemberNamespace.
 	MemberClusterRole = "widgethub-member"
-	// MemberAdmissionPolicy names the ValidatingAdmissionPolicy and its binding.
+	// MemberAdmissionPolicy names the ValidatingAdmissionPolicy and its
+	// binding that fence the hub's writes of Deployments.
 	MemberAdmissionPolicy = "widgethub-member"
+	// MemberTokenPolicy names the ValidatingAdmissionPolicy and its binding
+	// that fence the tokens the hub may request.
+	MemberTokenPolicy = "widgethub-member-token"
 	// WidgetCRDName is the Widget CRD's name.
 	WidgetCRDName = "widgets.widgethub.io"
 
@@ -70,23 +74,36 @@ var memberUsername = "system:serviceaccount:" + MemberNamespace + ":" + MemberSe
 // that join installs in a member (config/member-rbac/admission-policy.yaml):
 // the hub's ServiceAccount may create and update only Deployments of the
 // shape the Widget reconciler writes (updates only of its own, keeping their
-// owner), and none in kube-system. The policy must match exactly
-// the requests of that ServiceAccount.
+// owner), and none in kube-system.
 func MemberPolicy() (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
+	return memberPolicy(config.MemberAdmissionPolicy, MemberAdmissionPolicy)
+}
+
+// TokenPolicy returns the ValidatingAdmissionPolicy and its binding that
+// join installs in a member (config/member-rbac/token-policy.yaml): the
+// hub's ServiceAccount may request only tokens bound to a Secret join made.
+func TokenPolicy() (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
+	return memberPolicy(config.MemberTokenPolicy, MemberTokenPolicy)
+}
+
+// memberPolicy decodes the policy called name and its binding from data,
+// and checks that the policy matches exactly the requests of the hub's
+// ServiceAccount.
+func memberPolicy(data []byte, name string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	policy := &admissionv1.ValidatingAdmissionPolicy{}
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{}
-	if err := decodeOne(config.MemberAdmissionPolicy, "ValidatingAdmissionPolicy", policy); err != nil {
-		return nil, nil, fmt.Errorf("embedded member admission policy: %w", err)
+	if err := decodeOne(data, "ValidatingAdmissionPolicy", policy); err != nil {
+		return nil, nil, fmt.Errorf("embedded admission policy %s: %w", name, err)
 	}
-	if err := decodeOne(config.MemberAdmissionPolicy, "ValidatingAdmissionPolicyBinding", binding); err != nil {
-		return nil, nil, fmt.Errorf("embedded member admission policy: %w", err)
+	if err := decodeOne(data, "ValidatingAdmissionPolicyBinding", binding); err != nil {
+		return nil, nil, fmt.Errorf("embedded admission policy %s: %w", name, err)
 	}
 	want := fmt.Sprintf("request.userInfo.username == %q", memberUsername)
 	if c := policy.Spec.MatchConditions; len(c) != 1 || strings.TrimSpace(c[0].Expression) != want {
-		return nil, nil, fmt.Errorf("embedded member admission policy: its one matchCondition must be %s", want)
+		return nil, nil, fmt.Errorf("embedded admission policy %s: its one matchCondition must be %s", name, want)
 	}
-	if policy.Name != MemberAdmissionPolicy || binding.Name != MemberAdmissionPolicy || binding.Spec.PolicyName != policy.Name {
-		return nil, nil, fmt.Errorf("embedded member admission policy: policy and binding must be named %s", MemberAdmissionPolicy)
+	if policy.Name != name || binding.Name != name || binding.Spec.PolicyName != policy.Name {
+		return nil, nil, fmt.Errorf("embedded admission policy %s: policy and binding must be named %s", name, name)
 	}
 	return policy, binding, nil
 }
@@ -137,7 +154,7 @@ func decodeOne(data []byte, kind string, into any) error {
 }
 
 // memberObjects are the objects join applies in a member besides the CRD, in
-// order: the admission policy is in place before the RBAC that it fences.
+// order: the admission policies are in place before the RBAC that they fence.
 func memberObjects() ([]object, error) {
 	rules, err := MemberRules()
 	if err != nil {
@@ -151,13 +168,20 @@ func memberObjects() ([]object, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokenPolicy, tokenBinding, err := TokenPolicy()
+	if err != nil {
+		return nil, err
+	}
 	meta := func(name, namespace string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: managedBy}
 	}
 	policy.ObjectMeta, binding.ObjectMeta = meta(policy.Name, ""), meta(binding.Name, "")
+	tokenPolicy.ObjectMeta, tokenBinding.ObjectMeta = meta(tokenPolicy.Name, ""), meta(tokenBinding.Name, "")
 	return []object{
 		policy,
 		binding,
+		tokenPolicy,
+		tokenBinding,
 		&corev1.ServiceAccount{ObjectMeta: meta(MemberServiceAccount, MemberNamespace)},
 		&rbacv1.ClusterRole{ObjectMeta: meta(MemberClusterRole, ""), Rules: rules},
 		&rbacv1.ClusterRoleBinding{

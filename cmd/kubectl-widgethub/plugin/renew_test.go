@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // what renewing its token takes and nothing more: a token of its own
 // ServiceAccount, bound to the registration's Secret, which the API server
 // issues without the hub reading that Secret; no token of another
-// ServiceAccount, no Secret read. unjoin --cleanup deletes the Role and its
+// ServiceAccount or bound to anything else, no Secret read. unjoin --cleanup deletes the Role and its
 // binding with the rest.
 func TestJoinGrantsTokenRenewalOnly(t *testing.T) {
 	ctx := context.Background()
@@ -58,8 +59,10 @@ func TestJoinGrantsTokenRenewalOnly(t *testing.T) {
 		t.Fatalf("the minted token's claims %+v (ok %v); want bound to %s for 10m", claims, ok, secret.Annotations[plugin.TokenSecretAnnotation])
 	}
 	request := func(sa, bound string, uid string) error {
-		req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600)),
-			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bound, UID: k8stypes.UID(uid)}}}
+		req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600))}}
+		if bound != "" {
+			req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bound, UID: k8stypes.UID(uid)}
+		}
 		return c.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: plugin.MemberNamespace, Name: sa}}, req)
 	}
 	// Its own, bound to its Secret by name and UID, as the hub renews.
@@ -73,6 +76,21 @@ func TestJoinGrantsTokenRenewalOnly(t *testing.T) {
 	}
 	if err := request("other", claims.Secret, ""); !apierrors.IsForbidden(err) {
 		t.Errorf("a token of another ServiceAccount: err = %v, want Forbidden", err)
+	}
+	// Its own, bound to nothing or to a Secret join did not make: refused
+	// by the token policy, so that no token outlives unjoin.
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: plugin.MemberNamespace, Name: "payments-db"}}
+	if err := alpha.Client.Create(ctx, foreign); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for what, bound := range map[string]string{"bound to nothing": "", "bound to a Secret join did not make": foreign.Name} {
+		if err := request(plugin.MemberServiceAccount, bound, ""); !apierrors.IsForbidden(err) ||
+			!strings.Contains(err.Error(), "widgethub requests only tokens bound to a Secret that kubectl widgethub join made") {
+			t.Errorf("a token of its own %s: err = %v, want the token policy's refusal", what, err)
+		}
+	}
+	if err := alpha.Client.Delete(ctx, foreign); err != nil {
+		t.Error(err)
 	}
 	// Bound to a Secret that was deleted and made again under the name: a conflict.
 	if err := request(plugin.MemberServiceAccount, claims.Secret, "00000000-0000-0000-0000-000000000000"); !apierrors.IsConflict(err) {
