@@ -104,6 +104,8 @@ func New(name string, cfg *connect.Config, opts MemberOptions) (*Member, error) 
 	m.objects = objectBound{max: opts.MaxObjects, stop: m.stopCache}
 	restCfg := rest.CopyConfig(cfg.REST)
 	restCfg.Dial = m.conns.dialTracked
+	// Warnings logged as the member's, under its name.
+	restCfg.WarningHandler, restCfg.WarningHandlerWithContext = nil, connect.WarningLogger(log)
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &stoppable{member: m, next: &deadline{timeout: cfg.RequestTimeout, next: rt}}
 	})

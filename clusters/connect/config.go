@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -183,7 +184,7 @@ func finish(cfg *rest.Config, context string, contexts int, opts ConfigOptions) 
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &answerGuard{maxBytes: maxBytes, proxy: cfg.Proxy, allowLinkLocal: opts.AllowLinkLocal, next: rt}
 	})
-	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, memberWarnings{}
+	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, WarningLogger(logr.Logger{})
 	timeout := opts.RequestTimeout
 	if timeout == 0 {
 		timeout = DefaultRequestTimeout

@@ -125,6 +125,9 @@ func TestHostileWarningsAndWatchErrorsAreLoggedBounded(t *testing.T) {
 		if strings.Contains(line, marker) && (len(line) > 4*v1alpha1.MaxMessageLength || strings.ContainsAny(line, "\x1b\u202e")) {
 			t.Errorf("the manager logged %d bytes of a hostile member's text: %.300q...", len(line), line)
 		}
+		if strings.Contains(line, marker+"-warning") && !strings.Contains(line, `"cluster": "hostile-answers"`) {
+			t.Errorf("a warning of the member is logged without the member's name: %.300q...", line)
+		}
 	}
 }
 
