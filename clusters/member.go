@@ -481,10 +481,11 @@ func (c *cancelOnClose) Close() error {
 }
 
 // boundedError is err with the member's words bounded and printable
-// (v1alpha1.PrintableError) wherever it is printed. A member's Status in it
-// is replaced by a copy whose message is bounded and which has no details,
-// so that the member's text is not kept either; errors.Is and errors.As
-// find what they found in err.
+// (v1alpha1.PrintableError) wherever it is printed. An err that holds a
+// member's Status becomes a copy of that Status with its message bounded and
+// no details, behind the words that wrapped it, so that the member's text is
+// not kept either: errors.As finds the Status (its code and reason, which
+// the hub reports), not what else err wrapped. Any other err is kept whole.
 func boundedError(err error) error {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
