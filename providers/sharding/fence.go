@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -48,8 +49,8 @@ func fenceOf(lease *coordinationv1.Lease, member string) error {
 func (s *Shards) Holds(member string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.held[member]
-	return ok && t != 0 && t == s.termLocked(time.Now())
+	h, ok := s.held[member]
+	return ok && h.term != 0 && h.term == s.termLocked(time.Now())
 }
 
 // Acquire takes member's fence for this replica and returns the term it
@@ -57,12 +58,14 @@ func (s *Shards) Holds(member string) bool {
 // is free, is this replica's, or is held by a replica whose heartbeat, read
 // from the API server, has expired or is gone;
 // otherwise Acquire returns a *HeldError and the holder must release it
-// first. owner, a reference to the object that registers member, owns a new
-// fence, so that the fence goes with it.
+// first. owner, a reference to the object that registers member, owns the
+// fence, so that the fence goes with it; a fence owned by an earlier object
+// of that name (deleted and created again) is given to owner, else the
+// garbage collector would delete it under the member's replica.
 func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerReference) (uint64, error) {
 	s.mu.Lock()
 	term := s.termLocked(time.Now())
-	if term != 0 && s.held[member] == term {
+	if h := s.held[member]; term != 0 && h.term == term && h.owner == owner.UID {
 		s.mu.Unlock()
 		return term, nil
 	}
@@ -111,6 +114,9 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 				"transitions", ptr.Deref(lease.Spec.LeaseTransitions, 0))
 		}
 		s.take(lease, now)
+		if !ownedBy(lease, owner.UID) {
+			lease.OwnerReferences = []metav1.OwnerReference{owner}
+		}
 		// A compare-and-swap: it fails if anyone wrote the fence since the Get.
 		if err := s.writer.Update(ctx, lease); err != nil {
 			return 0, fmt.Errorf("take fence Lease %s: %w", key.Name, err)
@@ -123,8 +129,13 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 		// the hub, but it takes a new term to serve again.
 		return 0, ErrNotServing
 	}
-	s.held[member] = term
+	s.held[member] = heldFence{term: term, owner: owner.UID}
 	return term, nil
+}
+
+// ownedBy tells whether uid is among lease's owners.
+func ownedBy(lease *coordinationv1.Lease, uid types.UID) bool {
+	return slices.ContainsFunc(lease.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == uid })
 }
 
 func (s *Shards) take(lease *coordinationv1.Lease, now metav1.MicroTime) {

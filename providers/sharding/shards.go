@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,9 +94,18 @@ type Shards struct {
 	// seen is when each other replica's heartbeat was last seen to change.
 	seen map[string]sighting
 	live []string
+	// announcedTerm is the term the last announcement of Changes was for.
+	announcedTerm uint64
 	// held maps each member whose fence this replica holds to the term it
-	// was acquired in.
-	held map[string]uint64
+	// was acquired in and the registration that owns the fence.
+	held map[string]heldFence
+}
+
+// heldFence is a fence this replica holds: the term it was taken in, and the
+// UID of the registering object it was taken for (the fence's owner).
+type heldFence struct {
+	term  uint64
+	owner types.UID
 }
 
 type sighting struct {
@@ -128,7 +138,7 @@ func New(opts Options, reader, api client.Reader, writer client.Client, log logr
 			opts.RenewInterval, opts.RenewDeadline, opts.LeaseDuration)
 	}
 	return &Shards{opts: opts, reader: reader, api: api, writer: writer, log: log.WithValues("replica", opts.ReplicaID),
-		changes: make(chan event.GenericEvent, 1), seen: map[string]sighting{}, held: map[string]uint64{}}, nil
+		changes: make(chan event.GenericEvent, 1), seen: map[string]sighting{}, held: map[string]heldFence{}}, nil
 }
 
 // ReplicaID is this replica's id.
@@ -306,16 +316,21 @@ func (s *Shards) refresh(ctx context.Context) {
 			expired = append(expired, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.opts.Namespace, Name: name, ResourceVersion: sg.resourceVersion}})
 		}
 	}
-	if s.termLocked(now) != 0 {
+	term := s.termLocked(now)
+	if term != 0 {
 		live = append(live, s.opts.ReplicaID)
 	}
 	slices.Sort(live)
 	live = slices.Compact(live)
-	changed := !slices.Equal(live, s.live)
-	if changed {
+	// A new term is announced even when the live replicas look the same (a
+	// term that lapsed and was renewed between two refreshes): the members
+	// gated on the old term must be taken again.
+	changed := !slices.Equal(live, s.live) || term != s.announcedTerm
+	if !slices.Equal(live, s.live) {
 		s.log.Info("Live replicas changed", "live", live, "before", s.live)
 		s.live = live
 	}
+	s.announcedTerm = term
 	s.mu.Unlock()
 	for _, lease := range expired {
 		// Unchanged since it expired here: remove it, so that a replica

@@ -378,3 +378,60 @@ func TestAReplicaBackFromAPartitionLeavesALiveReplicasFenceAlone(t *testing.T) {
 		t.Errorf("the fence is held by %q, want b", got)
 	}
 }
+
+// A registration Secret deleted and created again under the same name before
+// its member's replica looked at it: the fence must follow the new Secret,
+// or the garbage collector deletes it (its owner is gone) while the member
+// is still served, and nothing fences the next hand-over.
+func TestAFenceFollowsARegistrationCreatedAgain(t *testing.T) {
+	ns, a, _ := twoReplicas(t)
+	old := registration(t, ns, "m")
+	term, err := a.Acquire(t.Context(), "m", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	again := registration(t, ns, "m")
+	if again.UID == old.UID {
+		t.Fatal("the Secret created again kept its UID")
+	}
+	if got, err := a.Acquire(t.Context(), "m", again); err != nil || got != term {
+		t.Fatalf("a could not keep its fence for the new Secret: term %d, %v (held in %d)", got, err, term)
+	}
+	refs := fence(t, ns, "m").OwnerReferences
+	if len(refs) != 1 || refs[0].UID != again.UID {
+		t.Errorf("the fence is owned by %v, want only the Secret created again (%s); the old one was %s", refs, again.UID, old.UID)
+	}
+}
+
+// A term that lapsed and was renewed between two refreshes leaves the live
+// replicas as they were, yet every member gated on the old term must be
+// taken again: the new term is announced.
+func TestANewTermIsAnnounced(t *testing.T) {
+	ns := namespace(t)
+	opts := quick
+	opts.Namespace, opts.ReplicaID = ns, "a"
+	s, err := sharding.New(opts, hub, hub, hub, zap.New(zap.UseDevMode(true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Beat(t.Context())
+	first := s.Term()
+	select {
+	case <-s.Changes():
+	default:
+		t.Fatal("the first term was not announced")
+	}
+	s.LapseTerm()
+	s.Beat(t.Context())
+	if s.Term() == first || s.Term() == 0 {
+		t.Fatalf("term %d after a lapse and a renewal, was %d: want a new one", s.Term(), first)
+	}
+	select {
+	case <-s.Changes():
+	default:
+		t.Fatalf("term %d began with the live replicas unchanged (%v) and was not announced", s.Term(), s.Live())
+	}
+}
