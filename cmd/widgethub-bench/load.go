@@ -86,8 +86,29 @@ func patchStatuses(ctx context.Context, clients []client.Client, namespace, pref
 	return float64(patches.Load()) / time.Since(start).Seconds(), nil
 }
 
+// deleteWidgetsOf deletes every Widget and Deployment in namespace of each
+// of members, the members at once, waits until none is left, and logs how
+// long that took.
+func deleteWidgetsOf(ctx context.Context, members []member, namespace string) error {
+	start := time.Now()
+	err := fleet.Parallel(len(members), len(members), func(i int) error {
+		return deleteWidgets(ctx, members[i].client, namespace)
+	})
+	logf("deleted the Widgets and Deployments in %s of %d member(s) in %s", namespace, len(members), formatDuration(time.Since(start)))
+	return err
+}
+
+// createWidgetsOf creates n Widgets named prefix-i in namespace of each of
+// members, the members at once, each with the bench's writers.
+func (b *benchmark) createWidgetsOf(ctx context.Context, members []member, namespace, prefix string, n int) error {
+	return fleet.Parallel(len(members), len(members), func(i int) error {
+		return fleet.CreateWidgets(ctx, members[i].client, namespace, prefix, n, b.writers)
+	})
+}
+
 // deleteWidgets deletes every Widget and Deployment in namespace and waits
-// until none is left. (envtest runs no garbage collector.)
+// until none is left. (envtest runs no garbage collector.) The Widgets go
+// first: a manager still reconciling one would create its Deployment again.
 func deleteWidgets(ctx context.Context, c client.Client, namespace string) error {
 	for _, obj := range []client.Object{&v1alpha1.Widget{}, &appsv1.Deployment{}} {
 		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace)); err != nil && !apierrors.IsNotFound(err) {
@@ -104,6 +125,13 @@ func deleteWidgets(ctx context.Context, c client.Client, namespace string) error
 		}
 		if len(widgets.Items) == 0 && len(deploys.Items) == 0 {
 			return nil
+		}
+		if len(widgets.Items) == 0 {
+			// A reconcile that was still running made one again: delete
+			// again, now that no Widget is left to make it.
+			if err := c.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(namespace)); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete Deployments in %s: %w", namespace, err)
+			}
 		}
 		select {
 		case <-ctx.Done():

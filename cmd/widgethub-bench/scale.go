@@ -40,16 +40,12 @@ func (b *benchmark) scale(ctx context.Context, impls []string) error {
 	}
 	servers, alone := b.members[:b.scaleServers], b.members[b.scaleServers]
 	defer func() {
-		for _, m := range append(slices.Clone(servers), alone) {
-			if err := deleteWidgets(ctx, m.client, scaleNamespace); err != nil {
-				logf("clean up: %v", err)
-			}
+		if err := deleteWidgetsOf(ctx, append(slices.Clone(servers), alone), scaleNamespace); err != nil {
+			logf("clean up: %v", err)
 		}
 	}()
-	for _, m := range servers {
-		if err := fleet.CreateWidgets(ctx, m.client, scaleNamespace, "s", b.scaleWidgets, b.writers); err != nil {
-			return err
-		}
+	if err := b.createWidgetsOf(ctx, servers, scaleNamespace, "s", b.scaleWidgets); err != nil {
+		return err
 	}
 	if err := fleet.CreateWidgets(ctx, alone.client, scaleNamespace, takeoverWidget, 1, 1); err != nil {
 		return err

@@ -232,7 +232,7 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 	defer func() {
 		err = errors.Join(err, b.unbudgeted(func() error {
 			return errors.Join(b.unregisterAll(ctx),
-				deleteWidgets(ctx, flooded.client, floodNS), deleteWidgets(ctx, quiet.client, quietNS))
+				deleteWidgetsOf(ctx, []member{flooded}, floodNS), deleteWidgetsOf(ctx, []member{quiet}, quietNS))
 		}))
 	}()
 	// The members are filled and engaged without the placement's budgets,
@@ -430,10 +430,8 @@ func (b *benchmark) memory(ctx context.Context, impls []string) error {
 	var trackers []*tracker
 	defer func() {
 		stopAll(trackers)
-		for _, m := range servers {
-			if err := deleteWidgets(ctx, m.client, ns); err != nil {
-				logf("clean up: %v", err)
-			}
+		if err := deleteWidgetsOf(ctx, servers, ns); err != nil {
+			logf("clean up: %v", err)
 		}
 	}()
 	trackers, err := b.trackWidgets(ctx, servers, ns, b.idleWidgets)
@@ -617,11 +615,7 @@ func (b *benchmark) convergeOf(ctx context.Context, impl string, members []membe
 	defer func() {
 		stopAll(trackers)
 		err = errors.Join(err, b.unbudgeted(func() error {
-			errs := []error{b.unregisterAll(ctx)}
-			for _, m := range members {
-				errs = append(errs, deleteWidgets(ctx, m.client, ns))
-			}
-			return errors.Join(errs...)
+			return errors.Join(b.unregisterAll(ctx), deleteWidgetsOf(ctx, members, ns))
 		}))
 	}()
 	// The Widgets are made, and deleted, without the placement's budgets.
@@ -715,17 +709,16 @@ func (b *benchmark) readyManager(ctx context.Context, impl, scenario string) (*m
 }
 
 // trackWidgets creates n Widgets, named after ns, in namespace ns of each of
-// members and starts a tracker of ns on each. On error it stops the trackers
+// members (the members at once) and starts a tracker of ns on each. On error it stops the trackers
 // it started.
 func (b *benchmark) trackWidgets(ctx context.Context, members []member, ns string, n int) ([]*tracker, error) {
+	if err := b.createWidgetsOf(ctx, members, ns, ns, n); err != nil {
+		return nil, err
+	}
 	scheme := clusters.NewScheme()
 	var trackers []*tracker
 	for _, m := range members {
-		err := fleet.CreateWidgets(ctx, m.client, ns, ns, n, b.writers)
-		var t *tracker
-		if err == nil {
-			t, err = newTracker(ctx, m.Config, scheme, ns)
-		}
+		t, err := newTracker(ctx, m.Config, scheme, ns)
 		if err != nil {
 			stopAll(trackers)
 			return nil, err

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/widgethub/widgethub/internal/fleet"
 )
 
 // shards measures the same shardMembers registrations (each its own user,
@@ -27,16 +25,12 @@ func (b *benchmark) shards(ctx context.Context, impls []string) error {
 	}
 	servers := b.members[:b.shardServers]
 	defer func() {
-		for _, m := range servers {
-			if err := deleteWidgets(ctx, m.client, ns); err != nil {
-				logf("clean up: %v", err)
-			}
+		if err := deleteWidgetsOf(ctx, servers, ns); err != nil {
+			logf("clean up: %v", err)
 		}
 	}()
-	for _, m := range servers {
-		if err := fleet.CreateWidgets(ctx, m.client, ns, "s", b.shardWidgets, b.writers); err != nil {
-			return err
-		}
+	if err := b.createWidgetsOf(ctx, servers, ns, "s", b.shardWidgets); err != nil {
+		return err
 	}
 	names, kubeconfigs, err := userRegistrations(servers, "shard", b.shardMembers)
 	if err != nil {

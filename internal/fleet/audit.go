@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // auditPolicy records, at the Metadata level, every write, list and watch
@@ -35,13 +33,11 @@ func (cp *ControlPlane) configureAudit() error {
 		return fmt.Errorf("audit policy for %q: %w", cp.Name, err)
 	}
 	cp.auditDir, cp.auditLog = dir, filepath.Join(dir, "audit.log")
-	apiServer := &envtest.APIServer{}
-	apiServer.Configure().
+	cp.Env.ControlPlane.GetAPIServer().Configure().
 		Set("audit-policy-file", policy).
 		Set("audit-log-path", cp.auditLog).
 		Set("audit-log-mode", "blocking").
 		Set("audit-log-maxsize", "1000")
-	cp.Env.ControlPlane.APIServer = apiServer
 	return nil
 }
 
