@@ -384,7 +384,8 @@ func TestAReplicaBackFromAPartitionLeavesALiveReplicasFenceAlone(t *testing.T) {
 // or the garbage collector deletes it (its owner is gone) while the member
 // is still served, and nothing fences the next hand-over.
 func TestAFenceFollowsARegistrationCreatedAgain(t *testing.T) {
-	ns, a, _ := twoReplicas(t)
+	ns := namespace(t)
+	a := newReplica(t, ns, "a")
 	old := registration(t, ns, "m")
 	term, err := a.Acquire(t.Context(), "m", old)
 	if err != nil {
@@ -400,9 +401,16 @@ func TestAFenceFollowsARegistrationCreatedAgain(t *testing.T) {
 	if got, err := a.Acquire(t.Context(), "m", again); err != nil || got != term {
 		t.Fatalf("a could not keep its fence for the new Secret: term %d, %v (held in %d)", got, err, term)
 	}
-	refs := fence(t, ns, "m").OwnerReferences
-	if len(refs) != 1 || refs[0].UID != again.UID {
+	given := fence(t, ns, "m")
+	if refs := given.OwnerReferences; len(refs) != 1 || refs[0].UID != again.UID {
 		t.Errorf("the fence is owned by %v, want only the Secret created again (%s); the old one was %s", refs, again.UID, old.UID)
+	}
+	// Held for the new Secret, the fence is not written again.
+	if _, err := a.Acquire(t.Context(), "m", again); err != nil {
+		t.Fatal(err)
+	}
+	if rv := fence(t, ns, "m").ResourceVersion; rv != given.ResourceVersion {
+		t.Errorf("the fence was written again (resourceVersion %s, was %s) though a holds it for the same Secret", rv, given.ResourceVersion)
 	}
 }
 
@@ -433,5 +441,12 @@ func TestANewTermIsAnnounced(t *testing.T) {
 	case <-s.Changes():
 	default:
 		t.Fatalf("term %d began with the live replicas unchanged (%v) and was not announced", s.Term(), s.Live())
+	}
+	// The same term, the same live replicas: nothing to announce.
+	s.Beat(t.Context())
+	select {
+	case <-s.Changes():
+		t.Fatalf("a beat in the same term %d with the same live replicas was announced", s.Term())
+	default:
 	}
 }
