@@ -709,8 +709,8 @@ func (b *benchmark) readyManager(ctx context.Context, impl, scenario string) (*m
 }
 
 // trackWidgets creates n Widgets, named after ns, in namespace ns of each of
-// members (the members at once) and starts a tracker of ns on each. On error it stops the trackers
-// it started.
+// members (the members at once) and starts a tracker of ns on each. On
+// error it stops the trackers it started.
 func (b *benchmark) trackWidgets(ctx context.Context, members []member, ns string, n int) ([]*tracker, error) {
 	if err := b.createWidgetsOf(ctx, members, ns, ns, n); err != nil {
 		return nil, err

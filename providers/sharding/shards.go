@@ -325,8 +325,9 @@ func (s *Shards) refresh(ctx context.Context) {
 	// A new term is announced even when the live replicas look the same (a
 	// term that lapsed and was renewed between two refreshes): the members
 	// gated on the old term must be taken again.
-	changed := !slices.Equal(live, s.live) || term != s.announcedTerm
-	if !slices.Equal(live, s.live) {
+	liveChanged := !slices.Equal(live, s.live)
+	changed := liveChanged || term != s.announcedTerm
+	if liveChanged {
 		s.log.Info("Live replicas changed", "live", live, "before", s.live)
 		s.live = live
 	}
