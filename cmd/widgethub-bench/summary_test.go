@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -112,6 +113,27 @@ func TestRotateStartsEachRepetitionWithAnotherManager(t *testing.T) {
 	}
 	if got := rotate(impls, 0); got[0] != widgethub || got[2] != peerTuned {
 		t.Errorf("rotate(0) = %v, want the order given", got)
+	}
+}
+
+func TestPeerIsMeasuredInTheFirstRepetitionOnly(t *testing.T) {
+	impls := []string{widgethub, peer, peerTuned}
+	if got := repetitionOrder(impls, 0); !slices.Equal(got, impls) {
+		t.Errorf("repetition 1 measures %v, want %v", got, impls)
+	}
+	firsts := map[string]int{}
+	for rep := 1; rep < 3; rep++ {
+		order := repetitionOrder(impls, rep)
+		if !slices.Equal(slices.Sorted(slices.Values(order)), []string{peerTuned, widgethub}) {
+			t.Errorf("repetition %d measures %v, want widgethub and peer-tuned", rep+1, order)
+		}
+		firsts[order[0]]++
+	}
+	if firsts[widgethub] != 1 || firsts[peerTuned] != 1 {
+		t.Errorf("repetitions 2 and 3 started with %v, want each of widgethub and peer-tuned once", firsts)
+	}
+	if got := repetitionOrder([]string{peer}, 1); len(got) != 0 {
+		t.Errorf("-managers peer, repetition 2 measures %v, want none", got)
 	}
 }
 
