@@ -197,6 +197,17 @@ func TestDialerRefusesLinkLocalAndMetadataAddresses(t *testing.T) {
 		{"192.168.1.10:6443", false},
 		{"[fd00:ec2::253]:80", false},
 		{"8.8.8.8:443", false},
+		// IPv6 forms a translator or relay delivers to an IPv4 address.
+		{"[64:ff9b::a9fe:a9fe]:80", true},       // NAT64, well-known prefix: 169.254.169.254
+		{"[64:ff9b::6464:64c8]:80", true},       // NAT64: 100.100.100.200
+		{"[64:ff9b::a00:1]:6443", false},        // NAT64: 10.0.0.1
+		{"[64:ff9b:1:a9fe:a9:fe00::]:80", true}, // local-use NAT64 at /48: 169.254.169.254
+		{"[64:ff9b:1::a9fe:a9fe]:80", true},     // local-use NAT64 at /96
+		{"[64:ff9b:1::a00:1]:6443", false},      // local-use NAT64 at /96: 10.0.0.1
+		{"[::a9fe:a9fe]:80", true},              // IPv4-compatible: 169.254.169.254
+		{"[2002:a9fe:a9fe::1]:80", true},        // 6to4: 169.254.169.254
+		{"[2002:a00:1::1]:6443", false},         // 6to4: 10.0.0.1
+		{"[2001:db8::a9fe:a9fe]:80", false},     // no prefix that carries IPv4
 	} {
 		err := refuseDestination("tcp", tc.address, nil)
 		if refused := errors.Is(err, ErrDestinationRefused); refused != tc.refused {

@@ -26,6 +26,53 @@ var refusedPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("192.0.0.192/32"),
 }
 
+// IPv6 prefixes whose addresses carry an IPv4 address that a translator or
+// relay on the path delivers to: NAT64's well-known prefix (RFC 6052) and its
+// local-use prefix (RFC 8215), the deprecated IPv4-compatible addresses
+// (::a.b.c.d) and 6to4 (RFC 3056). IPv4-mapped addresses are unmapped
+// before any check.
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+	nat64LocalUse  = netip.MustParsePrefix("64:ff9b:1::/48")
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+)
+
+// embeddedIPv4 are the IPv4 addresses ip may lead to through a translator:
+// for the local-use NAT64 prefix, whose operator picks where the IPv4
+// address sits, each of the places RFC 6052 allows a /48 or longer prefix
+// (bits 64-71 skipped); elsewhere the one place its prefix defines. Other
+// network-specific NAT64 prefixes cannot be told from plain addresses.
+func embeddedIPv4(ip netip.Addr) []netip.Addr {
+	if !ip.Is6() {
+		return nil
+	}
+	b := ip.As16()
+	at := func(i, j, k, l int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[j], b[k], b[l]}) }
+	switch {
+	case nat64WellKnown.Contains(ip), ipv4Compatible.Contains(ip):
+		return []netip.Addr{at(12, 13, 14, 15)}
+	case nat64LocalUse.Contains(ip):
+		return []netip.Addr{at(6, 7, 9, 10), at(7, 9, 10, 11), at(9, 10, 11, 12), at(12, 13, 14, 15)}
+	case sixToFour.Contains(ip):
+		return []netip.Addr{at(2, 3, 4, 5)}
+	}
+	return nil
+}
+
+// refusedAddress is whether ip, or an IPv4 address it carries to a
+// translator, is in refusedPrefixes, and which of them is.
+func refusedAddress(ip netip.Addr) (netip.Addr, bool) {
+	for _, candidate := range append([]netip.Addr{ip}, embeddedIPv4(ip)...) {
+		for _, p := range refusedPrefixes {
+			if p.Contains(candidate) {
+				return candidate, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
 // Dialer returns the dialer of every member connection. Unless allowLinkLocal,
 // it refuses, at dial time, addresses in refusedPrefixes: the check sees the
 // address actually connected to, so a DNS name or a redirect that leads there
@@ -46,12 +93,14 @@ func refuseDestination(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w: cannot parse %q", ErrDestinationRefused, address)
 	}
 	ip := ap.Addr().Unmap().WithZone("")
-	for _, p := range refusedPrefixes {
-		if p.Contains(ip) {
-			return fmt.Errorf("%w: %s is a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip)
-		}
+	refused, ok := refusedAddress(ip)
+	switch {
+	case !ok:
+		return nil
+	case refused != ip:
+		return fmt.Errorf("%w: %s leads through NAT64, 6to4 or IPv4 compatibility to %s, a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip, refused)
 	}
-	return nil
+	return fmt.Errorf("%w: %s is a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip)
 }
 
 // refuseHost refuses host, a name or an address, when it is or resolves

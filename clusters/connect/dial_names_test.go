@@ -25,6 +25,9 @@ var namedAddresses = map[string][]netip.Addr{
 	"metadata-v6.widgethub.test.": {netip.MustParseAddr("fd00:ec2::254")},
 	"alibaba.widgethub.test.":     {netip.MustParseAddr("100.100.100.200")},
 	"link-local.widgethub.test.":  {netip.MustParseAddr("169.254.0.1"), netip.MustParseAddr("fe80::1")},
+	// 169.254.169.254 through NAT64's well-known prefix (an IPv6-only
+	// network with DNS64 answers this for the metadata address)
+	"nat64.widgethub.test.": {netip.MustParseAddr("64:ff9b::a9fe:a9fe")},
 	// both an allowed address (the test's listener) and a refused one
 	"both.widgethub.test.":   {netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("127.0.0.1")},
 	"member.widgethub.test.": {netip.MustParseAddr("127.0.0.1")},
@@ -95,6 +98,7 @@ func TestDialerRefusesNamesThatResolveToRefusedAddresses(t *testing.T) {
 		{"metadata-v6.widgethub.test.", true},
 		{"alibaba.widgethub.test.", true},
 		{"link-local.widgethub.test.", true},
+		{"nat64.widgethub.test.", true},
 		{"member.widgethub.test.", false},
 	} {
 		d := connect.Dialer(false)
