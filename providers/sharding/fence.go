@@ -61,17 +61,22 @@ func (s *Shards) Holds(member string) bool {
 // first. owner, a reference to the object that registers member, owns the
 // fence, so that the fence goes with it; a fence owned by an earlier object
 // of that name (deleted and created again) is given to owner, else the
-// garbage collector would delete it under the member's replica.
+// garbage collector would delete it under the member's replica. A fence
+// held in this term that is gone from the reader (deleted by hand, or by a
+// garbage collector that read its earlier owner) or no longer this
+// replica's is taken again; otherwise Acquire makes no request but to the
+// reader.
 func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerReference) (uint64, error) {
 	s.mu.Lock()
 	term := s.termLocked(time.Now())
-	if h := s.held[member]; term != 0 && h.term == term && h.owner == owner.UID {
-		s.mu.Unlock()
-		return term, nil
-	}
+	h := s.held[member]
+	heldNow := term != 0 && h.term == term && h.owner == owner.UID
 	s.mu.Unlock()
 	if term == 0 {
 		return 0, ErrNotServing
+	}
+	if heldNow && s.stands(ctx, member, owner.UID) {
+		return term, nil
 	}
 	// A hub that does not answer must not hold the caller: a fence taken
 	// later than a lease duration is no use.
@@ -113,13 +118,17 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 			s.log.Info("Taking over a member's fence", "cluster", member, "from", holder,
 				"transitions", ptr.Deref(lease.Spec.LeaseTransitions, 0))
 		}
-		s.take(lease, now)
-		if !ownedBy(lease, owner.UID) {
-			lease.OwnerReferences = []metav1.OwnerReference{owner}
-		}
-		// A compare-and-swap: it fails if anyone wrote the fence since the Get.
-		if err := s.writer.Update(ctx, lease); err != nil {
-			return 0, fmt.Errorf("take fence Lease %s: %w", key.Name, err)
+		// Held in this term and found as it was taken: only the reader
+		// lagged behind this replica's own write.
+		if !heldNow || holder != s.opts.ReplicaID || !ownedBy(lease, owner.UID) {
+			s.take(lease, now)
+			if !ownedBy(lease, owner.UID) {
+				lease.OwnerReferences = []metav1.OwnerReference{owner}
+			}
+			// A compare-and-swap: it fails if anyone wrote the fence since the Get.
+			if err := s.writer.Update(ctx, lease); err != nil {
+				return 0, fmt.Errorf("take fence Lease %s: %w", key.Name, err)
+			}
 		}
 	}
 	s.mu.Lock()
@@ -131,6 +140,17 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 	}
 	s.held[member] = heldFence{term: term, owner: owner.UID}
 	return term, nil
+}
+
+// stands tells whether the reader shows member's fence held by this
+// replica and owned by owner.
+func (s *Shards) stands(ctx context.Context, member string, owner types.UID) bool {
+	lease := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
+	if err := s.reader.Get(ctx, key, lease); err != nil || fenceOf(lease, member) != nil {
+		return false
+	}
+	return ptr.Deref(lease.Spec.HolderIdentity, "") == s.opts.ReplicaID && ownedBy(lease, owner)
 }
 
 // ownedBy tells whether uid is among lease's owners.

@@ -15,6 +15,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -411,6 +412,60 @@ func TestAFenceFollowsARegistrationCreatedAgain(t *testing.T) {
 	}
 	if rv := fence(t, ns, "m").ResourceVersion; rv != given.ResourceVersion {
 		t.Errorf("the fence was written again (resourceVersion %s, was %s) though a holds it for the same Secret", rv, given.ResourceVersion)
+	}
+}
+
+// A fence deleted while its replica holds it in the current term (by hand,
+// or by a garbage collector that read an earlier owner) is taken again at
+// the next Acquire: without it, the member's next hand-over would not wait
+// for this replica to drain it.
+func TestADeletedFenceIsTakenAgain(t *testing.T) {
+	ns := namespace(t)
+	a := newReplica(t, ns, "a")
+	owner := registration(t, ns, "m")
+	term, err := a.Acquire(t.Context(), "m", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := fence(t, ns, "m")
+	if err := hub.Delete(t.Context(), taken); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Acquire(t.Context(), "m", owner); err != nil || got != term {
+		t.Fatalf("Acquire after the fence was deleted: term %d, %v (held in %d)", got, err, term)
+	}
+	again := fence(t, ns, "m")
+	if holder := ptr.Deref(again.Spec.HolderIdentity, ""); holder != "a" || !slices.ContainsFunc(again.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == owner.UID }) {
+		t.Errorf("the fence taken again is held by %q and owned by %v, want a and %s", holder, again.OwnerReferences, owner.UID)
+	}
+}
+
+// laggingCache has not yet seen any fence, as an informer cache right after
+// this replica created one.
+type laggingCache struct{ client.Reader }
+
+func (c laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*coordinationv1.Lease); ok {
+		return apierrors.NewNotFound(coordinationv1.Resource("leases"), key.Name)
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A fence this replica holds that its cache does not show yet is read from
+// the API server, found as it was taken, and not written again.
+func TestAFenceTheCacheLagsBehindIsNotWrittenAgain(t *testing.T) {
+	ns := namespace(t)
+	a := newReplicaVia(t, ns, "a", laggingCache{hub}, hub)
+	owner := registration(t, ns, "m")
+	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
+		t.Fatal(err)
+	}
+	taken := fence(t, ns, "m")
+	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
+		t.Fatal(err)
+	}
+	if rv := fence(t, ns, "m").ResourceVersion; rv != taken.ResourceVersion {
+		t.Errorf("the fence was written again (resourceVersion %s, was %s) because the cache lagged", rv, taken.ResourceVersion)
 	}
 }
 
