@@ -136,6 +136,23 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 		})
 	}
 
+	// Under net/http's own bound of 10 MiB, over connect's: refused.
+	t.Run("headers past the bound", func(t *testing.T) {
+		junk := strings.Repeat("x", 8<<20)
+		h.answer(t, "/version", false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("X-Junk", junk)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"major":"1","gitVersion":"v1.36.3"}`)
+		}))
+		// Over HTTP/2, as here, a header list past the bound fails the
+		// connection (COMPRESSION_ERROR); over HTTP/1.1 the request.
+		v, err := h.member.Version(ctx)
+		if err == nil {
+			t.Fatalf("Version with 8 MiB of headers = %q, want an error", v)
+		}
+		t.Logf("refused: %v", err)
+	})
+
 	t.Run("version within the bound is cut", func(t *testing.T) {
 		long := "v1.36.3-" + strings.Repeat("a", 2000)
 		h.answer(t, "/version", false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

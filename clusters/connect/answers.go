@@ -40,7 +40,23 @@ const (
 	// event holds one object, so more than twice the largest object an API
 	// server accepts.
 	MaxEventBytes = 8 << 20
+	// MaxResponseHeaderBytes bounds the headers of one answer, over HTTP/1.1
+	// and HTTP/2 alike (net/http's own bound is 10 MiB): an API server's
+	// are a few KiB, its warnings included.
+	MaxResponseHeaderBytes = 1 << 20
 )
+
+// boundHeaders narrows rt's bound of answer headers to
+// MaxResponseHeaderBytes when rt is net/http's Transport. Call it only on a
+// transport not yet used: finish's wrapper runs when client-go has just
+// built one for a client (a member's config, which has a Proxy function, is
+// never given a shared transport). HTTP/2 connections read the bound when
+// they are made.
+func boundHeaders(rt http.RoundTripper) {
+	if t, ok := rt.(*http.Transport); ok {
+		t.MaxResponseHeaderBytes = MaxResponseHeaderBytes
+	}
+}
 
 // answerGuard sits directly above net/http's Transport in every client built
 // from a member's config (finish installs it with rest.Config.Wrap, below

@@ -182,6 +182,7 @@ func finish(cfg *rest.Config, context string, contexts int, opts ConfigOptions) 
 	// Directly above net/http's Transport, in every client built from cfg
 	// (informers and discovery included): see answerGuard.
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		boundHeaders(rt)
 		return &answerGuard{maxBytes: maxBytes, proxy: cfg.Proxy, allowLinkLocal: opts.AllowLinkLocal, next: rt}
 	})
 	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, WarningLogger(logr.Logger{})
