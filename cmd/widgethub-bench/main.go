@@ -167,7 +167,7 @@ func main() {
 		convergeWidgets = flag.Int("converge-widgets", 0, "Widgets per member of the cold-start convergence (default 1000, quick 200)")
 		idleMembers     = flag.Int("idle-members", 0, "idle members of the memory measurement (default 20, quick 6)")
 		idleServers     = flag.Int("idle-servers", 0, "API servers the idle members' registrations point at (default 4, quick 2)")
-		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process, and of the flooded API server during each flood, and a heap profile of a manager each time its heap is read (memory, sharding), to this directory")
+		cpuProfile      = flag.String("cpuprofile", "", "write a CPU profile of each manager process, and of the flooded and the quiet API server during each flood, and a heap profile of a manager each time its heap is read (memory, sharding), to this directory")
 		peerWindow      = flag.Duration("peer-window", 0, "how long the peer's flood and convergence are measured (default 90s, quick 15s)")
 		shardMembers    = flag.Int("shard-members", 0, "registrations of the sharding measurement (default 100, quick 12)")
 		replicaID       = flag.String("replica-id", "", "internal: run -manager widgethub sharded, as this replica")

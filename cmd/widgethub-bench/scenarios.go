@@ -269,9 +269,12 @@ func (b *benchmark) fairnessOf(ctx context.Context, impl string, flooded, quiet 
 		b.table.add(b.row(rowQuietBaseline), impl, fmt.Sprintf("%s / %s (n=%d)", bp50, bp99, len(baseline)), quantileKey(bp99), false)
 	}
 	f.firstChange = len(baseline)
-	profiled := b.profileAPIServer(ctx, flooded, "apiserver-flooded-"+impl)
+	// Both members' API servers, each file named after its placement too.
+	profiledFlooded := b.profileAPIServer(ctx, flooded, fmt.Sprintf("apiserver-flooded-%s-%s-%d", impl, b.placement, size.widgets))
+	profiledQuiet := b.profileAPIServer(ctx, quiet, fmt.Sprintf("apiserver-quiet-%s-%s-%d", impl, b.placement, size.widgets))
 	res, err := f.run(ctx)
-	profiled()
+	profiledFlooded()
+	profiledQuiet()
 	if err != nil {
 		return outcome, err
 	}
