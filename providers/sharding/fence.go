@@ -119,11 +119,19 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 				"transitions", ptr.Deref(lease.Spec.LeaseTransitions, 0))
 		}
 		// Held in this term and found as it was taken: only the reader
-		// lagged behind this replica's own write.
-		if !heldNow || holder != s.opts.ReplicaID || !ownedBy(lease, owner.UID) {
+		// lagged behind this replica's own write. A fence that lost its
+		// label is out of the reader's sight for good: it gets it back.
+		labelled := lease.Labels[LeaseLabel] == roleMember
+		if !heldNow || holder != s.opts.ReplicaID || !ownedBy(lease, owner.UID) || !labelled {
 			s.take(lease, now)
 			if !ownedBy(lease, owner.UID) {
 				lease.OwnerReferences = []metav1.OwnerReference{owner}
+			}
+			if !labelled {
+				if lease.Labels == nil {
+					lease.Labels = map[string]string{}
+				}
+				lease.Labels[LeaseLabel] = roleMember
 			}
 			// A compare-and-swap: it fails if anyone wrote the fence since the Get.
 			if err := s.writer.Update(ctx, lease); err != nil {
@@ -143,14 +151,16 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 }
 
 // stands tells whether the reader shows member's fence held by this
-// replica and owned by owner.
+// replica, owned by owner and labelled (a cache of LeaseSelector sees no
+// other).
 func (s *Shards) stands(ctx context.Context, member string, owner types.UID) bool {
 	lease := &coordinationv1.Lease{}
 	key := client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
 	if err := s.reader.Get(ctx, key, lease); err != nil || fenceOf(lease, member) != nil {
 		return false
 	}
-	return ptr.Deref(lease.Spec.HolderIdentity, "") == s.opts.ReplicaID && ownedBy(lease, owner)
+	return ptr.Deref(lease.Spec.HolderIdentity, "") == s.opts.ReplicaID && ownedBy(lease, owner) &&
+		lease.Labels[LeaseLabel] == roleMember
 }
 
 // ownedBy tells whether uid is among lease's owners.

@@ -440,6 +440,29 @@ func TestADeletedFenceIsTakenAgain(t *testing.T) {
 	}
 }
 
+// A fence whose label was removed by hand is out of the cache's sight, so
+// every Acquire would read it from the API server: the next one labels it
+// again.
+func TestAFenceThatLostItsLabelIsLabelledAgain(t *testing.T) {
+	ns := namespace(t)
+	a := newReplica(t, ns, "a")
+	owner := registration(t, ns, "m")
+	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
+		t.Fatal(err)
+	}
+	unlabelled := fence(t, ns, "m")
+	delete(unlabelled.Labels, sharding.LeaseLabel)
+	if err := hub.Update(t.Context(), unlabelled); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
+		t.Fatal(err)
+	}
+	if got := fence(t, ns, "m").Labels[sharding.LeaseLabel]; got == "" {
+		t.Errorf("the fence is still without its %s label", sharding.LeaseLabel)
+	}
+}
+
 // laggingCache has not yet seen any fence, as an informer cache right after
 // this replica created one.
 type laggingCache struct{ client.Reader }
