@@ -205,6 +205,8 @@ func TestDialerRefusesLinkLocalAndMetadataAddresses(t *testing.T) {
 		{"[64:ff9b:1::a9fe:a9fe]:80", true},     // local-use NAT64 at /96
 		{"[64:ff9b:1::a00:1]:6443", false},      // local-use NAT64 at /96: 10.0.0.1
 		{"[::a9fe:a9fe]:80", true},              // IPv4-compatible: 169.254.169.254
+		{"[::ffff:0:a9fe:a9fe]:80", true},       // SIIT IPv4-translated: 169.254.169.254
+		{"[::ffff:0:a00:1]:6443", false},        // SIIT: 10.0.0.1
 		{"[2002:a9fe:a9fe::1]:80", true},        // 6to4: 169.254.169.254
 		{"[2002:a00:1::1]:6443", false},         // 6to4: 10.0.0.1
 		{"[2001:db8::a9fe:a9fe]:80", false},     // no prefix that carries IPv4

@@ -28,12 +28,14 @@ var refusedPrefixes = []netip.Prefix{
 
 // IPv6 prefixes whose addresses carry an IPv4 address that a translator or
 // relay on the path delivers to: NAT64's well-known prefix (RFC 6052) and its
-// local-use prefix (RFC 8215), the deprecated IPv4-compatible addresses
+// local-use prefix (RFC 8215), SIIT's IPv4-translated addresses
+// (::ffff:0:a.b.c.d, RFC 2765), the deprecated IPv4-compatible addresses
 // (::a.b.c.d) and 6to4 (RFC 3056). IPv4-mapped addresses are unmapped
 // before any check.
 var (
 	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
 	nat64LocalUse  = netip.MustParsePrefix("64:ff9b:1::/48")
+	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96")
 	ipv4Compatible = netip.MustParsePrefix("::/96")
 	sixToFour      = netip.MustParsePrefix("2002::/16")
 )
@@ -50,7 +52,7 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 	b := ip.As16()
 	at := func(i, j, k, l int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[j], b[k], b[l]}) }
 	switch {
-	case nat64WellKnown.Contains(ip), ipv4Compatible.Contains(ip):
+	case nat64WellKnown.Contains(ip), ipv4Translated.Contains(ip), ipv4Compatible.Contains(ip):
 		return []netip.Addr{at(12, 13, 14, 15)}
 	case nat64LocalUse.Contains(ip):
 		return []netip.Addr{at(6, 7, 9, 10), at(7, 9, 10, 11), at(9, 10, 11, 12), at(12, 13, 14, 15)}
@@ -98,7 +100,7 @@ func refuseDestination(_, address string, _ syscall.RawConn) error {
 	case !ok:
 		return nil
 	case refused != ip:
-		return fmt.Errorf("%w: %s leads through NAT64, 6to4 or IPv4 compatibility to %s, a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip, refused)
+		return fmt.Errorf("%w: %s leads through NAT64, SIIT, 6to4 or IPv4 compatibility to %s, a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip, refused)
 	}
 	return fmt.Errorf("%w: %s is a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip)
 }
