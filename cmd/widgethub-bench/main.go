@@ -157,7 +157,7 @@ func main() {
 	var (
 		managerImpl     = flag.String("manager", "", "internal: run this manager (widgethub or peer) as a subprocess of the benchmark")
 		hubKubeconfig   = flag.String("hub-kubeconfig", "", "internal: the hub of -manager")
-		quick           = flag.Bool("quick", false, "small sizes, for CI (about 8.5 minutes on 2 CPUs, both placements)")
+		quick           = flag.Bool("quick", false, "small sizes, for CI (about 11 minutes on 2 CPUs, both placements)")
 		only            = flag.String("only", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
 		managers        = flag.String("managers", strings.Join([]string{widgethub, peer, peerTuned}, ","), "comma-separated managers to measure: widgethub, peer (client-go defaults), peer-tuned (widgethub's QPS, burst and workers)")
 		reps            = flag.Int("reps", 0, "repetitions of each scenario; each row shows the median and the spread (default 3, quick 1); peer is measured in the first only")
