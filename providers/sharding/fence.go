@@ -85,7 +85,7 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 
 	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{}
-	key := client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
+	key := s.fenceKey(member)
 	err := s.api.Get(ctx, key, lease)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -121,13 +121,12 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 		// Held in this term and found as it was taken: only the reader
 		// lagged behind this replica's own write. A fence that lost its
 		// label is out of the reader's sight for good: it gets it back.
-		labelled := lease.Labels[LeaseLabel] == roleMember
-		if !heldNow || holder != s.opts.ReplicaID || !ownedBy(lease, owner.UID) || !labelled {
+		if !heldNow || !s.takenFor(lease, owner.UID) {
 			s.take(lease, now)
 			if !ownedBy(lease, owner.UID) {
 				lease.OwnerReferences = []metav1.OwnerReference{owner}
 			}
-			if !labelled {
+			if lease.Labels[LeaseLabel] != roleMember {
 				if lease.Labels == nil {
 					lease.Labels = map[string]string{}
 				}
@@ -150,17 +149,26 @@ func (s *Shards) Acquire(ctx context.Context, member string, owner metav1.OwnerR
 	return term, nil
 }
 
-// stands tells whether the reader shows member's fence held by this
-// replica, owned by owner and labelled (a cache of LeaseSelector sees no
-// other).
+// stands tells whether the reader shows member's fence taken for owner.
 func (s *Shards) stands(ctx context.Context, member string, owner types.UID) bool {
 	lease := &coordinationv1.Lease{}
-	key := client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
-	if err := s.reader.Get(ctx, key, lease); err != nil || fenceOf(lease, member) != nil {
+	if err := s.reader.Get(ctx, s.fenceKey(member), lease); err != nil || fenceOf(lease, member) != nil {
 		return false
 	}
+	return s.takenFor(lease, owner)
+}
+
+// takenFor tells whether lease is as this replica takes a fence for owner:
+// held by this replica, owned by owner and labelled (a cache of
+// LeaseSelector sees no other).
+func (s *Shards) takenFor(lease *coordinationv1.Lease, owner types.UID) bool {
 	return ptr.Deref(lease.Spec.HolderIdentity, "") == s.opts.ReplicaID && ownedBy(lease, owner) &&
 		lease.Labels[LeaseLabel] == roleMember
+}
+
+// fenceKey is the key of member's fence Lease.
+func (s *Shards) fenceKey(member string) client.ObjectKey {
+	return client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
 }
 
 // ownedBy tells whether uid is among lease's owners.
@@ -189,7 +197,7 @@ func (s *Shards) Release(ctx context.Context, member string, remove bool) error 
 	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseDuration)
 	defer cancel()
 	lease := &coordinationv1.Lease{}
-	key := client.ObjectKey{Namespace: s.opts.Namespace, Name: FenceName(member)}
+	key := s.fenceKey(member)
 	if !held && !remove {
 		// Not held in this process: only a fence left in this replica's
 		// name (by an earlier process with its id) needs the API server.

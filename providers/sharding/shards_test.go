@@ -126,6 +126,24 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	return time.Since(start)
 }
 
+// acquire takes member's fence for owner with r, failing the test if it cannot.
+func acquire(t *testing.T, r *replica, member string, owner metav1.OwnerReference) uint64 {
+	t.Helper()
+	term, err := r.Acquire(t.Context(), member, owner)
+	if err != nil {
+		t.Fatalf("%s takes the fence of %s: %v", r.ReplicaID(), member, err)
+	}
+	return term
+}
+
+// unwritten fails the test if member's fence was written since before, for why.
+func unwritten(t *testing.T, ns, member string, before *coordinationv1.Lease, why string) {
+	t.Helper()
+	if rv := fence(t, ns, member).ResourceVersion; rv != before.ResourceVersion {
+		t.Errorf("the fence was written again (resourceVersion %s, was %s) %s", rv, before.ResourceVersion, why)
+	}
+}
+
 func fence(t *testing.T, ns, member string) *coordinationv1.Lease {
 	t.Helper()
 	l := &coordinationv1.Lease{}
@@ -219,9 +237,7 @@ func TestAFenceChangesHandsOnlyWhenReleasedOrItsHolderExpired(t *testing.T) {
 func TestRemovingAFenceLeavesOthersAlone(t *testing.T) {
 	ns, a, b := twoReplicas(t)
 	secret := registration(t, ns, "m")
-	if _, err := a.Acquire(t.Context(), "m", secret); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, a, "m", secret)
 	if err := b.Release(t.Context(), "m", true); err != nil {
 		t.Fatal(err)
 	}
@@ -354,9 +370,7 @@ func TestAReplicaBackFromAPartitionLeavesALiveReplicasFenceAlone(t *testing.T) {
 		return len(b.Live()) == 2 && len(c.Live()) == 2
 	})
 	secret := registration(t, ns, "m")
-	if _, err := b.Acquire(t.Context(), "m", secret); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, b, "m", secret)
 
 	heartbeats := &coordinationv1.LeaseList{}
 	if err := hub.List(t.Context(), heartbeats, client.InNamespace(ns), client.MatchingLabels{sharding.LeaseLabel: "replica"}); err != nil {
@@ -407,12 +421,8 @@ func TestAFenceFollowsARegistrationCreatedAgain(t *testing.T) {
 		t.Errorf("the fence is owned by %v, want only the Secret created again (%s); the old one was %s", refs, again.UID, old.UID)
 	}
 	// Held for the new Secret, the fence is not written again.
-	if _, err := a.Acquire(t.Context(), "m", again); err != nil {
-		t.Fatal(err)
-	}
-	if rv := fence(t, ns, "m").ResourceVersion; rv != given.ResourceVersion {
-		t.Errorf("the fence was written again (resourceVersion %s, was %s) though a holds it for the same Secret", rv, given.ResourceVersion)
-	}
+	acquire(t, a, "m", again)
+	unwritten(t, ns, "m", given, "though a holds it for the same Secret")
 }
 
 // A fence deleted while its replica holds it in the current term (by hand,
@@ -423,10 +433,7 @@ func TestADeletedFenceIsTakenAgain(t *testing.T) {
 	ns := namespace(t)
 	a := newReplica(t, ns, "a")
 	owner := registration(t, ns, "m")
-	term, err := a.Acquire(t.Context(), "m", owner)
-	if err != nil {
-		t.Fatal(err)
-	}
+	term := acquire(t, a, "m", owner)
 	taken := fence(t, ns, "m")
 	if err := hub.Delete(t.Context(), taken); err != nil {
 		t.Fatal(err)
@@ -447,17 +454,13 @@ func TestAFenceThatLostItsLabelIsLabelledAgain(t *testing.T) {
 	ns := namespace(t)
 	a := newReplica(t, ns, "a")
 	owner := registration(t, ns, "m")
-	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, a, "m", owner)
 	unlabelled := fence(t, ns, "m")
 	delete(unlabelled.Labels, sharding.LeaseLabel)
 	if err := hub.Update(t.Context(), unlabelled); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, a, "m", owner)
 	if got := fence(t, ns, "m").Labels[sharding.LeaseLabel]; got == "" {
 		t.Errorf("the fence is still without its %s label", sharding.LeaseLabel)
 	}
@@ -480,16 +483,10 @@ func TestAFenceTheCacheLagsBehindIsNotWrittenAgain(t *testing.T) {
 	ns := namespace(t)
 	a := newReplicaVia(t, ns, "a", laggingCache{hub}, hub)
 	owner := registration(t, ns, "m")
-	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, a, "m", owner)
 	taken := fence(t, ns, "m")
-	if _, err := a.Acquire(t.Context(), "m", owner); err != nil {
-		t.Fatal(err)
-	}
-	if rv := fence(t, ns, "m").ResourceVersion; rv != taken.ResourceVersion {
-		t.Errorf("the fence was written again (resourceVersion %s, was %s) because the cache lagged", rv, taken.ResourceVersion)
-	}
+	acquire(t, a, "m", owner)
+	unwritten(t, ns, "m", taken, "because the cache lagged")
 }
 
 // A term that lapsed and was renewed between two refreshes leaves the live
