@@ -198,18 +198,20 @@ func TestDialerRefusesLinkLocalAndMetadataAddresses(t *testing.T) {
 		{"[fd00:ec2::253]:80", false},
 		{"8.8.8.8:443", false},
 		// IPv6 forms a translator or relay delivers to an IPv4 address.
-		{"[64:ff9b::a9fe:a9fe]:80", true},       // NAT64, well-known prefix: 169.254.169.254
-		{"[64:ff9b::6464:64c8]:80", true},       // NAT64: 100.100.100.200
-		{"[64:ff9b::a00:1]:6443", false},        // NAT64: 10.0.0.1
-		{"[64:ff9b:1:a9fe:a9:fe00::]:80", true}, // local-use NAT64 at /48: 169.254.169.254
-		{"[64:ff9b:1::a9fe:a9fe]:80", true},     // local-use NAT64 at /96
-		{"[64:ff9b:1::a00:1]:6443", false},      // local-use NAT64 at /96: 10.0.0.1
-		{"[::a9fe:a9fe]:80", true},              // IPv4-compatible: 169.254.169.254
-		{"[::ffff:0:a9fe:a9fe]:80", true},       // SIIT IPv4-translated: 169.254.169.254
-		{"[::ffff:0:a00:1]:6443", false},        // SIIT: 10.0.0.1
-		{"[2002:a9fe:a9fe::1]:80", true},        // 6to4: 169.254.169.254
-		{"[2002:a00:1::1]:6443", false},         // 6to4: 10.0.0.1
-		{"[2001:db8::a9fe:a9fe]:80", false},     // no prefix that carries IPv4
+		{"[64:ff9b::a9fe:a9fe]:80", true},             // NAT64, well-known prefix: 169.254.169.254
+		{"[64:ff9b::6464:64c8]:80", true},             // NAT64: 100.100.100.200
+		{"[64:ff9b::a00:1]:6443", false},              // NAT64: 10.0.0.1
+		{"[64:ff9b:1:a9fe:a9:fe00::]:80", true},       // local-use NAT64 at /48: 169.254.169.254
+		{"[64:ff9b:1::a9fe:a9fe]:80", true},           // local-use NAT64 at /96
+		{"[64:ff9b:1::a00:1]:6443", false},            // local-use NAT64 at /96: 10.0.0.1
+		{"[::a9fe:a9fe]:80", true},                    // IPv4-compatible: 169.254.169.254
+		{"[::ffff:0:a9fe:a9fe]:80", true},             // SIIT IPv4-translated: 169.254.169.254
+		{"[::ffff:0:a00:1]:6443", false},              // SIIT: 10.0.0.1
+		{"[2002:a9fe:a9fe::1]:80", true},              // 6to4: 169.254.169.254
+		{"[2002:a00:1::1]:6443", false},               // 6to4: 10.0.0.1
+		{"[2001:0:4136:e378::5601:5601]:80", true},    // Teredo, client inverted: 169.254.169.254
+		{"[2001:0:4136:e378::f5ff:fffe]:6443", false}, // Teredo: 10.0.0.1
+		{"[2001:db8::a9fe:a9fe]:80", false},           // no prefix that carries IPv4
 	} {
 		err := refuseDestination("tcp", tc.address, nil)
 		if refused := errors.Is(err, ErrDestinationRefused); refused != tc.refused {

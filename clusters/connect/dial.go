@@ -30,14 +30,16 @@ var refusedPrefixes = []netip.Prefix{
 // relay on the path delivers to: NAT64's well-known prefix (RFC 6052) and its
 // local-use prefix (RFC 8215), SIIT's IPv4-translated addresses
 // (::ffff:0:a.b.c.d, RFC 2765), the deprecated IPv4-compatible addresses
-// (::a.b.c.d) and 6to4 (RFC 3056). IPv4-mapped addresses are unmapped
-// before any check.
+// (::a.b.c.d), 6to4 (RFC 3056) and Teredo (RFC 4380), whose relay delivers
+// to the client's IPv4 address, stored inverted in the last 32 bits.
+// IPv4-mapped addresses are unmapped before any check.
 var (
 	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
 	nat64LocalUse  = netip.MustParsePrefix("64:ff9b:1::/48")
 	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96")
 	ipv4Compatible = netip.MustParsePrefix("::/96")
 	sixToFour      = netip.MustParsePrefix("2002::/16")
+	teredo         = netip.MustParsePrefix("2001::/32")
 )
 
 // embeddedIPv4 are the IPv4 addresses ip may lead to through a translator:
@@ -58,6 +60,12 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 		return []netip.Addr{at(6, 7, 9, 10), at(7, 9, 10, 11), at(9, 10, 11, 12), at(12, 13, 14, 15)}
 	case sixToFour.Contains(ip):
 		return []netip.Addr{at(2, 3, 4, 5)}
+	case teredo.Contains(ip):
+		client := at(12, 13, 14, 15).As4()
+		for i := range client {
+			client[i] ^= 0xff
+		}
+		return []netip.Addr{netip.AddrFrom4(client)}
 	}
 	return nil
 }
@@ -100,7 +108,7 @@ func refuseDestination(_, address string, _ syscall.RawConn) error {
 	case !ok:
 		return nil
 	case refused != ip:
-		return fmt.Errorf("%w: %s leads through NAT64, SIIT, 6to4 or IPv4 compatibility to %s, a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip, refused)
+		return fmt.Errorf("%w: %s leads through NAT64, SIIT, 6to4, Teredo or IPv4 compatibility to %s, a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip, refused)
 	}
 	return fmt.Errorf("%w: %s is a link-local or cloud metadata address (--allow-link-local-members lifts this)", ErrDestinationRefused, ip)
 }
