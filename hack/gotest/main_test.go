@@ -79,4 +79,15 @@ func TestReportPassesACleanRunAndFailsOnlyOnWhatItChecks(t *testing.T) {
 	if code := r.finish(0, []string{"TestA", "TestGone"}, false); code != 1 {
 		t.Errorf("exit code %d with a wanted test missing, want 1", code)
 	}
+	// A skip in a run the go command passed: only CI=true fails it.
+	skipped := clean + `{"Action":"run","Package":"q","Test":"TestS"}
+{"Action":"skip","Package":"q","Test":"TestS","Elapsed":0}
+`
+	for _, ci := range []bool{false, true} {
+		r = newReport(&out)
+		r.read(strings.NewReader(skipped))
+		if code, want := r.finish(0, nil, ci), map[bool]int{false: 0, true: 1}[ci]; code != want {
+			t.Errorf("exit code %d for a passed run with a skip, CI=%v; want %d", code, ci, want)
+		}
+	}
 }
