@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -81,11 +85,11 @@ func (h *hostileMember) answer(t *testing.T, path string, watch bool, answer htt
 // front's share included): an upper bound of its heap growth, however
 // briefly it held what it allocated.
 func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
 	f()
-	runtime.ReadMemStats(&after)
+	goruntime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
 
@@ -115,6 +119,12 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 		{name: "endless Widget list", path: widgetsPath, answer: fleet.EndlessList("widgethub.io/v1alpha1", "Widget", "default"),
 			do: func() error {
 				return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))
+			}, maxAlloc: 6*responseLimit + 8<<20},
+		{name: "paged Widget list, each page within the bound, not all", path: widgetsPath,
+			answer: fleet.PagedList("widgethub.io/v1alpha1", "Widget", "default", 1<<20, 2*responseLimit>>20),
+			do: func() error {
+				_, err := pagedList(ctx, h.member)
+				return err
 			}, maxAlloc: 6*responseLimit + 8<<20},
 		{name: "Widget list gzip bomb", path: widgetsPath, answer: fleet.GzipBomb(`{"kind":"WidgetList","items":[`, bomb),
 			do: func() error {
@@ -151,6 +161,17 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 			t.Fatalf("Version with 8 MiB of headers = %q, want an error", v)
 		}
 		t.Logf("refused: %v", err)
+	})
+
+	// A paged list within the bound in all is read whole; each list counts
+	// its own pages.
+	t.Run("paged list within the bound in all", func(t *testing.T) {
+		h.answer(t, widgetsPath, false, fleet.PagedList("widgethub.io/v1alpha1", "Widget", "default", 1<<20, responseLimit>>20/2))
+		for range 3 {
+			if n, err := pagedList(ctx, h.member); err != nil || n == 0 {
+				t.Fatalf("paged list of %d MiB: %d Widgets, %v; want them all", responseLimit>>20/2, n, err)
+			}
+		}
 	})
 
 	t.Run("version within the bound is cut", func(t *testing.T) {
@@ -191,6 +212,23 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 			t.Fatalf("the process allocated %d bytes, more than the %d allowed", n, max)
 		}
 	})
+}
+
+// pagedList lists the default namespace's Widgets in pages of 500 through
+// the member's API reader, as the reflector does when a member refuses a
+// streaming watch-list: client-go's pager, which holds every page until the
+// last. It returns how many Widgets it read.
+func pagedList(ctx context.Context, member *clusters.Member) (int, error) {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		list := &v1alpha1.WidgetList{}
+		err := member.GetAPIReader().List(ctx, list, client.InNamespace("default"), client.Limit(opts.Limit), client.Continue(opts.Continue))
+		return list, err
+	})
+	list, _, err := p.ListWithAlloc(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	return meta.LenList(list), nil
 }
 
 // watchToEnd watches the default namespace's Widgets through the member's
@@ -241,6 +279,37 @@ func TestEndlessWatchEventFailsTheProbe(t *testing.T) {
 		_, err := h.member.Preflight(ctx, 10*time.Second, &v1alpha1.Widget{})
 		return err
 	}, 10*time.Second, 100*time.Millisecond).Should(MatchError(connect.ErrResponseTooLarge))
+}
+
+// A member's cache whose Widgets' streaming watch-list fails, and whose
+// paged list never ends, each page within the bound with a continue token
+// for the next: the reflector's pager would hold page after page until the
+// sync times out; the pages together fail at the bound, and the sync's
+// error says why (the engagement reports it as ResponseTooLarge).
+func TestEndlessPagedListFailsTheSync(t *testing.T) {
+	h := startHostileMember(t)
+	var pages atomic.Int64
+	endless := fleet.PagedList("widgethub.io/v1alpha1", "Widget", "", 1<<20, 0)
+	h.front.Set(fleet.Fault{Match: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/widgets") },
+		Answer: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !fleet.NotWatch(r) {
+				http.Error(w, "no watch here", http.StatusInternalServerError)
+				return
+			}
+			pages.Add(1)
+			endless.ServeHTTP(w, r)
+		})})
+	var err error
+	n := allocated(func() { err = h.member.StartAndSync(context.Background(), 10*time.Second, &v1alpha1.Widget{}) })
+	t.Logf("%d pages asked for, %.1f MiB allocated: %v", pages.Load(), float64(n)/(1<<20), err)
+	if !errors.Is(err, connect.ErrResponseTooLarge) {
+		t.Fatalf("StartAndSync: %v; want ErrResponseTooLarge", err)
+	}
+	// Each list stops at the bound, and the reflector lists again after a
+	// back-off: a few lists in the ten seconds.
+	if max := uint64(40 * responseLimit); n > max {
+		t.Fatalf("the process allocated %d bytes in the sync, more than the %d allowed", n, max)
+	}
 }
 
 // A member that answers with a redirect, to a plain-HTTP or an HTTPS host

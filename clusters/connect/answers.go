@@ -26,11 +26,12 @@ var ErrRedirectRefused = errors.New("member answered with a redirect")
 
 // Bounds of a member's answers, counted after decompression.
 const (
-	// DefaultMaxResponseBytes bounds one answer but a watch: a page of a
-	// paged list, or a whole list served from the API server's watch cache
-	// (resourceVersion=0 ignores limit; the reflector only falls back to
-	// such a list when the member refuses a streaming watch-list), and any
-	// single object. kube-apiserver stores objects of at most ~1.5 MiB
+	// DefaultMaxResponseBytes bounds one answer but a watch: a whole list
+	// served from the API server's watch cache (resourceVersion=0 ignores
+	// limit; the reflector only falls back to such a list when the member
+	// refuses a streaming watch-list), the pages of a paged list together
+	// (client-go's pager holds them all until the last), and any single
+	// object. kube-apiserver stores objects of at most ~1.5 MiB
 	// (etcd's request limit) and accepts request bodies of at most 3 MiB:
 	// 64 MiB holds the largest object twenty times over, or about 30,000
 	// Widgets of 2 KiB in one list.
@@ -76,6 +77,8 @@ type answerGuard struct {
 	proxy          func(*http.Request) (*url.URL, error)
 	allowLinkLocal bool
 	next           http.RoundTripper
+	// pages counts what the pages of each paged list read so far.
+	pages pagedLists
 }
 
 func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -96,11 +99,17 @@ func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	case IsWatch(req) && resp.StatusCode == http.StatusOK:
 		resp.Body = newEventBound(resp.Body, resp.Header.Get("Content-Type"), MaxEventBytes)
 	default:
-		limit := g.maxBytes
-		if l, ok := req.Context().Value(limitKey{}).(int64); ok && l < limit {
-			limit = l
+		body := &boundedBody{rc: resp.Body, left: g.maxBytes, limit: g.maxBytes, what: "the answer"}
+		if l, ok := req.Context().Value(limitKey{}).(int64); ok && l < body.left {
+			body.left, body.limit = l, l
 		}
-		resp.Body = &boundedBody{rc: resp.Body, left: limit, limit: limit}
+		if list, continues := pageOf(req); list != "" {
+			if left := g.maxBytes - g.pages.start(list, continues); left < body.left {
+				body.left, body.limit, body.what = max(left, 0), g.maxBytes, "a paged list, its pages together,"
+			}
+			body.done = func(read int64) { g.pages.add(list, read) }
+		}
+		resp.Body = body
 	}
 	return resp, nil
 }
@@ -144,6 +153,50 @@ func RedirectRefusing(rt http.RoundTripper) http.RoundTripper {
 	return &answerGuard{next: rt, allowLinkLocal: true}
 }
 
+// pagedLists counts the bytes read by the pages of each paged list, by
+// pageOf's key: client-go's pager (the reflector's list when a member refuses
+// a streaming watch-list) holds every page until the one without a continue
+// token, so a member answering each page within the bound with a token for
+// another would otherwise grow the hub without end. Keys come from the
+// hub's own requests (path, selectors, page size), so the map stays small.
+type pagedLists struct {
+	mu   sync.Mutex
+	read map[string]int64
+}
+
+// start returns what list's pages read so far, and begins it afresh unless
+// the request continues it.
+func (p *pagedLists) start(list string, continues bool) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.read == nil {
+		p.read = map[string]int64{}
+	}
+	if !continues {
+		p.read[list] = 0
+	}
+	return p.read[list]
+}
+
+func (p *pagedLists) add(list string, n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.read[list] += n
+}
+
+// pageOf is the key of the paged list req asks a page of ("" if it asks
+// none: a GET without limit), and whether it continues one. A list's pages
+// share their path, selectors and page size; a list of another page size
+// (the probe's of one object) is another list.
+func pageOf(req *http.Request) (list string, continues bool) {
+	q := req.URL.Query()
+	if req.Method != http.MethodGet || q.Get("limit") == "" {
+		return "", false
+	}
+	key := url.Values{"limit": q["limit"], "labelSelector": q["labelSelector"], "fieldSelector": q["fieldSelector"]}
+	return req.URL.Path + "?" + key.Encode(), q.Get("continue") != ""
+}
+
 type limitKey struct{}
 
 // WithResponseLimit narrows the bound of the answers to the requests made
@@ -157,13 +210,17 @@ func tooLarge(limit int64, what string) error {
 }
 
 // boundedBody fails with ErrResponseTooLarge, and closes the body it wraps,
-// once more than limit bytes are read.
+// once more than left bytes are read; the error says what passed limit.
+// done, if set, is told on Close how many bytes were read.
 type boundedBody struct {
 	mu    sync.Mutex
 	rc    io.ReadCloser
 	left  int64
 	limit int64
+	what  string
 	err   error
+	read  int64
+	done  func(read int64)
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -177,15 +234,26 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	if int64(n) > b.left {
-		b.err = tooLarge(b.limit, "the answer")
+		b.err = tooLarge(b.limit, b.what)
 		_ = b.rc.Close() // no draining: the connection goes
-		return int(b.left), b.err
+		n = int(b.left)
+		b.read += int64(n)
+		return n, b.err
 	}
 	b.left -= int64(n)
+	b.read += int64(n)
 	return n, err
 }
 
-func (b *boundedBody) Close() error { return b.rc.Close() }
+func (b *boundedBody) Close() error {
+	b.mu.Lock()
+	if b.done != nil {
+		b.done(b.read)
+		b.done = nil
+	}
+	b.mu.Unlock()
+	return b.rc.Close()
+}
 
 // eventBound bounds each event of a watch stream: a protobuf stream by the
 // length of its frames, any other (JSON) by the bytes since the last

@@ -12,7 +12,8 @@
 //
 // A member's answers are untrusted (answers.go): every client built from a
 // member's config refuses redirects (ErrRedirectRefused) and bounds each
-// answer, and each watch event, after decompression (ErrResponseTooLarge;
+// answer, the pages of a paged list together, and each watch event, after
+// decompression (ErrResponseTooLarge;
 // WithResponseLimit narrows the bound for one request), and logs the
 // warnings its answers carry printable and bounded (warnings.go). Through a proxy, the
 // member's host is checked against the dialer's refused destinations

@@ -76,6 +76,36 @@ func EndlessList(apiVersion, kind, namespace string) http.Handler {
 	})
 }
 
+// PagedList answers each list request with one page of apiVersion's kind
+// in namespace, about pageBytes of new objects (each with a 4 KiB
+// annotation, so that a page decodes to few objects), and a continue token for the
+// next page, until pages were answered (the last page has none); pages 0
+// never ends: a paged list that every page keeps within the bound of one
+// answer. The page is taken from the request's continue token, so that any
+// client following the tokens gets every page once.
+func PagedList(apiVersion, kind, namespace string, pageBytes, pages int) http.Handler {
+	before := fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"metadata":{"namespace":%q,"annotations":{"pad":"%s"},"name":"item-`,
+		apiVersion, kind, namespace, strings.Repeat("x", 4<<10))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page, _ := strconv.Atoi(r.URL.Query().Get("continue"))
+		next := ""
+		if pages == 0 || page+1 < pages {
+			next = strconv.Itoa(page + 1)
+		}
+		buf := make([]byte, 0, pageBytes+1024)
+		buf = fmt.Appendf(buf, `{"apiVersion":%q,"kind":"%sList","metadata":{"resourceVersion":"1","continue":%q},"items":[`, apiVersion, kind, next)
+		for i := 0; len(buf) < pageBytes; i++ {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = fmt.Appendf(buf, "%s%d-%d\"}}", before, page, i)
+		}
+		buf = append(buf, "]}"...)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(buf)
+	})
+}
+
 // EndlessWatch answers 200 with a watch stream of ADDED events that never
 // ends: new objects of apiVersion and kind named item-0, item-1, ... in
 // namespace, each with a UID and resourceVersion of its own, until the
