@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 )
 
@@ -45,6 +46,10 @@ const (
 	// and HTTP/2 alike (net/http's own bound is 10 MiB): an API server's
 	// are a few KiB, its warnings included.
 	MaxResponseHeaderBytes = 1 << 20
+	// MaxWarnings bounds the warnings of one answer that reach the hub's
+	// handler (WarningLogger logs each): a member's 1 MiB of headers may
+	// hold about 100,000 short ones. An API server sends a few.
+	MaxWarnings = 10
 )
 
 // boundHeaders narrows rt's bound of answer headers to
@@ -94,6 +99,7 @@ func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("%w: %d %s to %s %s (widgethub never follows a member's redirect)",
 			ErrRedirectRefused, resp.StatusCode, http.StatusText(resp.StatusCode), req.Method, req.URL.Path)
 	}
+	boundWarnings(resp.Header)
 	switch {
 	case g.maxBytes <= 0:
 	case IsWatch(req) && resp.StatusCode == http.StatusOK:
@@ -112,6 +118,29 @@ func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = body
 	}
 	return resp, nil
+}
+
+// boundWarnings keeps the first MaxWarnings warnings of an answer's headers
+// and, in place of the rest, one that says how many were left out.
+func boundWarnings(h http.Header) {
+	lines := h.Values("Warning")
+	if len(lines) == 0 {
+		return
+	}
+	warnings, _ := utilnet.ParseWarningHeaders(lines)
+	if len(warnings) <= MaxWarnings {
+		return
+	}
+	kept := make([]string, 0, MaxWarnings+1)
+	for _, w := range warnings[:MaxWarnings] {
+		if v, err := utilnet.NewWarningHeader(w.Code, w.Agent, w.Text); err == nil {
+			kept = append(kept, v)
+		}
+	}
+	if v, err := utilnet.NewWarningHeader(299, "-", fmt.Sprintf("%d more warnings of this answer left out", len(warnings)-MaxWarnings)); err == nil {
+		kept = append(kept, v)
+	}
+	h["Warning"] = kept
 }
 
 // WrappedRoundTripper lets client-go's utilities reach the transport below.

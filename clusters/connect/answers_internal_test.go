@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // A watch stream is bounded per event, not in total: many events, each
@@ -135,3 +138,39 @@ func TestProxiedRequestsToRefusedDestinations(t *testing.T) {
 		}
 	}
 }
+
+// An answer with 10,000 warnings reaches client-go's handler with the first
+// MaxWarnings of them and one that says how many were left out; one with a
+// few keeps them as they are.
+func TestAnswersWarningsAreBounded(t *testing.T) {
+	for _, tc := range []struct{ sent, want int }{{3, 3}, {MaxWarnings, MaxWarnings}, {10000, MaxWarnings + 1}} {
+		var line strings.Builder
+		for i := range tc.sent {
+			if i > 0 {
+				line.WriteString(", ")
+			}
+			fmt.Fprintf(&line, `299 - "warning %d"`, i)
+		}
+		g := &answerGuard{next: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			h := http.Header{}
+			h.Add("Warning", line.String())
+			return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
+		})}
+		req, _ := http.NewRequest(http.MethodGet, "https://member.example/version", nil)
+		resp, err := g.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := utilnet.ParseWarningHeaders(resp.Header.Values("Warning"))
+		if len(got) != tc.want || got[0].Text != "warning 0" {
+			t.Fatalf("%d warnings sent: %d reach the handler, the first %q; want %d, the first \"warning 0\"", tc.sent, len(got), got[0].Text, tc.want)
+		}
+		if tc.sent > MaxWarnings && got[MaxWarnings].Text != fmt.Sprintf("%d more warnings of this answer left out", tc.sent-MaxWarnings) {
+			t.Errorf("the last warning is %q, want how many were left out", got[MaxWarnings].Text)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
