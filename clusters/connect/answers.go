@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -301,7 +301,9 @@ type eventBound struct {
 
 func newEventBound(rc io.ReadCloser, contentType string, limit int64) *eventBound {
 	e := &eventBound{rc: rc, limit: limit}
-	if strings.HasPrefix(contentType, "application/vnd.kubernetes.protobuf") {
+	// As client-go picks the stream's decoder: mime's media type, which
+	// ignores case; JSON if none parses.
+	if mediaType, _, _ := mime.ParseMediaType(contentType); mediaType == "application/vnd.kubernetes.protobuf" {
 		e.scan = (&frameScan{limit: limit}).scan
 	} else {
 		e.scan = (&jsonScan{limit: limit}).scan

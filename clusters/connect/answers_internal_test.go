@@ -36,6 +36,9 @@ func TestEventBoundCountsEachEvent(t *testing.T) {
 		{"endless whitespace", "application/json", bytes.Repeat([]byte(" "), 2*limit), true},
 		{"protobuf frames summing past the bound", "application/vnd.kubernetes.protobuf;stream=watch", bytes.Repeat(frame(limit), 10), false},
 		{"one protobuf frame past the bound", "application/vnd.kubernetes.protobuf;stream=watch", append(frame(limit), frame(limit+1)...), true},
+		// client-go reads media types as mime does, case aside.
+		{"protobuf frames, the media type in capitals", "Application/Vnd.Kubernetes.Protobuf; stream=watch", bytes.Repeat(frame(limit), 10), false},
+		{"one protobuf frame past the bound, in capitals", "Application/Vnd.Kubernetes.Protobuf;stream=watch", append(frame(limit), frame(limit+1)...), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := newEventBound(io.NopCloser(&oneByteAtATime{data: tc.stream}), tc.contentType, limit)
