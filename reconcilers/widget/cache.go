@@ -2,6 +2,8 @@ package widget
 
 import (
 	"maps"
+	"slices"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,11 +24,21 @@ import (
 //     copies of the cached Widget;
 //   - of a Deployment: its identity, the labels and the pod template that
 //     DesiredDeployment sets (keys NameLabel, InstanceLabel, ManagedByLabel;
-//     the container named "widget", its name and image only), its Widget
-//     owner references, its replicas and selector, and its status;
-//     annotations (the revision, kubectl's last-applied configuration),
-//     managed fields (upToDate compares values, not owners) and the rest of
-//     the pod template go.
+//     the container named "widget", its name and image only), its owner
+//     references to the Widget it is named after, its replicas and
+//     selector, and its status but for the conditions progress does not
+//     read; annotations (the revision, kubectl's last-applied
+//     configuration), managed fields (upToDate compares values, not
+//     owners) and the rest of the pod template go.
+//
+// What a member's users write into the fields kept is bounded too, where a
+// real API server bounds it no further than its 1.5 MiB an object: a
+// Deployment's image longer than a Widget's may be is held as "" (it then
+// differs from every Widget's image, so the reconciler writes its Widget's),
+// at most maxWidgetOwners owner references are kept, and a kept condition's
+// message and reason are cut to v1alpha1.MaxMessageLength bytes, as much as
+// progress's message can hold. A Widget's status.selector longer than
+// maxSelectorLength is held as "" (the reconciler writes Selector's).
 //
 // Fields the API server defaults and nothing reads go too: a Deployment's
 // strategy, revision history limit and progress deadline. Strings that every
@@ -49,11 +61,25 @@ func CacheTransform(obj any) (any, error) {
 	return obj, nil
 }
 
+// Bounds of what a cached object keeps of its users' text (see
+// CacheTransform).
+const (
+	// maxWidgetOwners bounds a Deployment's owner references kept: it has
+	// one, to its Widget, when widgethub wrote it.
+	maxWidgetOwners = 4
+	// maxSelectorLength bounds a Widget's status.selector kept; Selector's
+	// is about 100 bytes.
+	maxSelectorLength = 1024
+)
+
 func trimWidget(w *v1alpha1.Widget) {
 	trimMeta(&w.ObjectMeta)
 	w.Labels = nil
 	w.OwnerReferences = nil
 	w.ManagedFields = nil
+	if len(w.Status.Selector) > maxSelectorLength {
+		w.Status.Selector = ""
+	}
 	for i := range w.Status.Conditions {
 		c := &w.Status.Conditions[i]
 		c.Type, c.Reason, c.Message = canonical(c.Type), canonical(c.Reason), canonical(c.Message)
@@ -81,6 +107,9 @@ func trimDeployment(d *appsv1.Deployment) {
 				containers = make([]corev1.Container, 1)
 			}
 			containers[0] = corev1.Container{Name: containerName, Image: c.Image}
+			if len(c.Image) > v1alpha1.MaxWidgetImageLength {
+				containers[0].Image = ""
+			}
 			break
 		}
 	}
@@ -91,10 +120,24 @@ func trimDeployment(d *appsv1.Deployment) {
 	if sel := d.Spec.Selector; sel != nil && len(sel.MatchExpressions) == 0 && maps.Equal(sel.MatchLabels, tmpl.Labels) {
 		sel.MatchLabels = tmpl.Labels
 	}
+	d.Status.Conditions = slices.DeleteFunc(d.Status.Conditions, func(c appsv1.DeploymentCondition) bool {
+		return c.Type != appsv1.DeploymentProgressing && c.Type != appsv1.DeploymentReplicaFailure
+	})
 	for i := range d.Status.Conditions {
 		c := &d.Status.Conditions[i]
-		c.Reason, c.Message = canonical(c.Reason), canonical(c.Message)
+		c.Reason, c.Message = canonical(cut(c.Reason, v1alpha1.MaxMessageLength)), canonical(cut(c.Message, v1alpha1.MaxMessageLength))
 	}
+}
+
+// cut is the first n bytes of s at most, cut between runes.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // trimMeta drops what no kind's reconcile reads from its metadata.
@@ -136,15 +179,14 @@ func onlyKeys(labels map[string]string, name string, keys ...string) map[string]
 	return kept
 }
 
-// widgetOwners are the owner references to Widgets among refs, nil when none.
+// widgetOwners are the owner references among refs to the Widget named
+// name, at most maxWidgetOwners of them; nil when none.
 func widgetOwners(refs []metav1.OwnerReference, name string) []metav1.OwnerReference {
 	var kept []metav1.OwnerReference
 	for _, r := range refs {
-		if r.Kind == "Widget" && r.APIVersion == widgetAPIVersion {
+		if r.Kind == "Widget" && r.APIVersion == widgetAPIVersion && r.Name == name && len(kept) < maxWidgetOwners {
 			r.Kind, r.APIVersion = "Widget", widgetAPIVersion
-			if r.Name == name {
-				r.Name = name
-			}
+			r.Name = name
 			kept = append(kept, r)
 		}
 	}

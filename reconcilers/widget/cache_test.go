@@ -2,7 +2,9 @@ package widget
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields/managedfieldstest"
 	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -153,6 +156,77 @@ func TestCacheTransformKeepsWhatTheWidgetReconcileReads(t *testing.T) {
 	if out, _ := CacheTransform(other.DeepCopy()); !equality.Semantic.DeepEqual(out, other) {
 		t.Error("an object of another kind was changed")
 	}
+}
+
+// A member's users may write megabytes into the fields the cache keeps, and
+// a real API server bounds them only by its 1.5 MiB an object: a tenant who
+// may edit Deployments labels one as widgethub's, gives it a 1.4 MiB image,
+// thousands of owner references and conditions of 1 MiB messages, and
+// writes a 1 MiB status.selector into a Widget. The cache holds a few KiB
+// of each, and the reconcile reads the same from them: the same status, and
+// a Deployment to write.
+func TestCacheTransformBoundsWhatUsersWrite(t *testing.T) {
+	w := &v1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cart", UID: "cart-uid", Generation: 1},
+		Spec: v1alpha1.WidgetSpec{Replicas: ptr.To[int32](2), Image: "shop/cart:1"}}
+	mib := strings.Repeat("é", 1<<19) // 1 MiB of two-byte runes, cut between them
+	live := liveDeployment(t, w, func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Image = strings.Repeat("i", 1400<<10)
+		for i := range 3000 {
+			d.OwnerReferences = append(d.OwnerReferences,
+				metav1.OwnerReference{APIVersion: widgetAPIVersion, Kind: "Widget", Name: "cart", UID: types.UID(fmt.Sprint("decoy-", i))},
+				metav1.OwnerReference{APIVersion: widgetAPIVersion, Kind: "Widget", Name: fmt.Sprint("other-", i), UID: types.UID(fmt.Sprint("other-", i))})
+		}
+	})
+	live.Generation, live.Status.ObservedGeneration = 1, 1
+	for _, c := range []appsv1.DeploymentConditionType{appsv1.DeploymentAvailable, "Custom", appsv1.DeploymentReplicaFailure, appsv1.DeploymentProgressing} {
+		live.Status.Conditions = append(live.Status.Conditions, appsv1.DeploymentCondition{Type: c, Status: corev1.ConditionTrue, Reason: mib, Message: mib})
+	}
+	trimmed, _ := CacheTransform(live.DeepCopy())
+	d := trimmed.(*appsv1.Deployment)
+	if size := jsonSize(t, d); size > 16<<10 {
+		t.Errorf("the cached Deployment is %d bytes of JSON, more than 16 KiB", size)
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "" {
+		t.Errorf("kept an image of %d bytes", len(img))
+	}
+	if upToDate(d, DesiredDeployment(w)) {
+		t.Error("the Deployment would not be written with the Widget's image")
+	}
+	if n := len(d.OwnerReferences); n == 0 || n > maxWidgetOwners || slices.ContainsFunc(d.OwnerReferences, func(r metav1.OwnerReference) bool { return r.Name != "cart" }) {
+		t.Errorf("kept %d owner references: %v", n, d.OwnerReferences)
+	}
+	untimed := func(s v1alpha1.WidgetStatus) v1alpha1.WidgetStatus {
+		for i := range s.Conditions {
+			s.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		return s
+	}
+	if got, want := untimed(observedStatus(w, d, false, nil)), untimed(observedStatus(w, live, false, nil)); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("the Widget's status from the cached Deployment differs:\n got %.300v\nwant %.300v", got, want)
+	}
+	if n := len(d.Status.Conditions); n != 2 {
+		t.Errorf("kept %d conditions, want the 2 progress reads", n)
+	}
+
+	w.Status.Selector = mib
+	trimmedWidget, _ := CacheTransform(w.DeepCopy())
+	if sel := trimmedWidget.(*v1alpha1.Widget).Status.Selector; sel != "" {
+		t.Errorf("kept a status.selector of %d bytes", len(sel))
+	}
+	for _, obj := range []runtime.Object{d, trimmedWidget.(*v1alpha1.Widget)} {
+		if again, _ := CacheTransform(obj.DeepCopyObject()); !equality.Semantic.DeepEqual(again, obj) {
+			t.Errorf("the transform is not idempotent on %T", obj)
+		}
+	}
+}
+
+func jsonSize(t *testing.T, v any) int {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(raw)
 }
 
 // The trimmed Deployment holds no defaulted field nothing reads, and holds
