@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/widgethub/widgethub/api/v1alpha1"
 	"github.com/widgethub/widgethub/clusters/connect"
 )
 
@@ -60,18 +60,7 @@ func (m *Member) Version(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return "", fmt.Errorf("decode /version: %w", err)
 	}
-	return cut(info.GitVersion, MaxVersionLength), nil
-}
-
-// cut shortens s to at most n bytes, on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return v1alpha1.Cut(info.GitVersion, MaxVersionLength), nil
 }
 
 type probeKey struct{}

@@ -76,3 +76,15 @@ func Printable(s string, max int) string {
 	}
 	return b.String()
 }
+
+// Cut is the first n bytes of s at most, cut between runes; unlike Printable
+// it leaves the text as it is, for a bound on what is held, not shown.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -3,7 +3,6 @@ package widget
 import (
 	"maps"
 	"slices"
-	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -125,19 +124,8 @@ func trimDeployment(d *appsv1.Deployment) {
 	})
 	for i := range d.Status.Conditions {
 		c := &d.Status.Conditions[i]
-		c.Reason, c.Message = canonical(cut(c.Reason, v1alpha1.MaxMessageLength)), canonical(cut(c.Message, v1alpha1.MaxMessageLength))
+		c.Reason, c.Message = canonical(v1alpha1.Cut(c.Reason, v1alpha1.MaxMessageLength)), canonical(v1alpha1.Cut(c.Message, v1alpha1.MaxMessageLength))
 	}
-}
-
-// cut is the first n bytes of s at most, cut between runes.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // trimMeta drops what no kind's reconcile reads from its metadata.
