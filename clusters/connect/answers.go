@@ -164,7 +164,7 @@ func refuseRedirect(req *http.Request, via []*http.Request) error {
 
 // HTTPClientFor is rest.HTTPClientFor for a client that follows no
 // redirect: should one get past the config's transport (answerGuard, or
-// RedirectRefusing for a config RESTConfig did not make), the client itself
+// GuardUserContext for a config RESTConfig did not make), the client itself
 // refuses it with ErrRedirectRefused. Every client of a member, and the
 // plugin's, is built with it.
 func HTTPClientFor(cfg *rest.Config) (*http.Client, error) {
@@ -176,10 +176,14 @@ func HTTPClientFor(cfg *rest.Config) (*http.Client, error) {
 	return c, nil
 }
 
-// RedirectRefusing wraps rt so that an answer with a redirect fails with
-// ErrRedirectRefused: for rest.Config.Wrap.
-func RedirectRefusing(rt http.RoundTripper) http.RoundTripper {
-	return &answerGuard{next: rt, allowLinkLocal: true}
+// GuardUserContext wraps rt, for rest.Config.Wrap of a context of the user's
+// own kubeconfig (the plugin's), so that an answer with a redirect fails
+// with ErrRedirectRefused and answers are bounded as a member's (bodies and
+// paged lists at DefaultMaxResponseBytes, watch events, WithResponseLimit);
+// every address stays allowed, and the headers keep net/http's bound, since
+// client-go may share the transport below between such configs.
+func GuardUserContext(rt http.RoundTripper) http.RoundTripper {
+	return &answerGuard{next: rt, allowLinkLocal: true, maxBytes: DefaultMaxResponseBytes}
 }
 
 // pagedLists counts the bytes read by the pages of each paged list, by

@@ -76,8 +76,9 @@ func (t target) load(timeout time.Duration) (*cluster, error) {
 	// look through every kind in the namespace take seconds.
 	cfg.QPS, cfg.Burst = 50, 300
 	// A redirect would take the context's credentials to the host it
-	// names: refused in every client built from cfg, and by this one.
-	cfg.Wrap(connect.RedirectRefusing)
+	// names: refused in every client built from cfg, and by this one. A
+	// member's answers are bounded as the hub bounds them.
+	cfg.Wrap(connect.GuardUserContext)
 	return newCluster(t.role, name, cfg)
 }
 

@@ -44,3 +44,30 @@ func TestPluginFollowsNoRedirect(t *testing.T) {
 		}
 	}
 }
+
+// A member whose every answer is a gzip bomb decompressing to 256 MiB, or
+// a body without end: join and unjoin fail at the bounds of a member's
+// answers, as the hub's (the discovery document's 1 MiB first), and say so;
+// the plugin does not read the whole bomb, nor wait for the end.
+func TestPluginBoundsItsContextsAnswers(t *testing.T) {
+	alpha := testFleet.Member("alpha")
+	proxy, memberKubeconfig := proxiedKubeconfig(t, alpha, clusterAdminToken(t, alpha))
+	for name, answer := range map[string]http.Handler{
+		"gzip bomb":    fleet.GzipBomb(`{"kind":"APIGroupList","groups":[`, 256<<20),
+		"endless body": fleet.EndlessBody(`{"kind":"APIGroupList","groups":[`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			proxy.Set(fleet.Fault{Answer: answer})
+			defer proxy.Clear()
+			for _, args := range [][]string{
+				{"join", "bombed", "--member-kubeconfig", memberKubeconfig},
+				{"unjoin", "bombed", "--member-kubeconfig", memberKubeconfig},
+			} {
+				r := run(t, args...)
+				if r.code == 0 || !strings.Contains(r.stderr, "member answer too large") {
+					t.Errorf("%s against a member answering a %s: %s\n%s", args[0], name, r, r.stderr)
+				}
+			}
+		})
+	}
+}
