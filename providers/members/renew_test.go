@@ -14,6 +14,9 @@ import (
 // the request are reported. A token it did not mint (join's) is renewed on
 // its claims, and only when they are plausible.
 func TestRenewalSchedule(t *testing.T) {
+	// The documented defaults, written as numbers: a changed default fails
+	// here, not only in the code that reads the constants.
+	const minRenewInterval, minTokenLifetime = 5 * time.Minute, 10 * time.Minute
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	day, lifetime := 24*time.Hour, 24*time.Hour
 	opts := RenewalOptions{}
@@ -68,13 +71,13 @@ func TestRenewalSchedule(t *testing.T) {
 			implausible: "bound to another Secret"},
 		{name: "the hub's, renewing often: never within MinInterval of its minting",
 			claims: claimsOf(minted, lifetime), ok: true, issued: own, o: func(o *RenewalOptions) { o.Remaining = 0.9999 },
-			renew: true, renewAt: minted.Add(DefaultMinRenewInterval), wantLifetime: lifetime, expiry: minted.Add(lifetime)},
+			renew: true, renewAt: minted.Add(minRenewInterval), wantLifetime: lifetime, expiry: minted.Add(lifetime)},
 		{name: "join's token, renewing often: never within MinInterval of the last write",
 			claims: claimsOf(now.Add(-10*day), lifetime), ok: true, lastWrite: now.Add(-time.Minute),
-			renew: true, renewAt: now.Add(-time.Minute).Add(DefaultMinRenewInterval), wantLifetime: lifetime, expiry: now.Add(-9 * day)},
+			renew: true, renewAt: now.Add(-time.Minute).Add(minRenewInterval), wantLifetime: lifetime, expiry: now.Add(-9 * day)},
 		{name: "the hub's, a record asking for less than the API server issues",
 			claims: claimsOf(minted, time.Second), ok: true, issued: TokenIssue{MintedAt: minted, Lifetime: time.Second, Token: "x"},
-			renew: true, renewAt: minted.Add(DefaultMinRenewInterval), wantLifetime: connect.MinTokenLifetime, expiry: minted.Add(time.Second)},
+			renew: true, renewAt: minted.Add(minRenewInterval), wantLifetime: minTokenLifetime, expiry: minted.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts

@@ -61,12 +61,19 @@ func TestReclaimedEngagementLeavesNothing(t *testing.T) {
 				TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, RequestTimeout: time.Minute}
 
 			ctx, reclaim := context.WithCancelCause(context.Background())
-			time.AfterFunc(time.Second, func() { reclaim(fairqueue.ErrWorkerReclaimed) })
+			var heldAtReclaim atomic.Int64
+			time.AfterFunc(time.Second, func() {
+				heldAtReclaim.Store(holding.Load())
+				reclaim(fairqueue.ErrWorkerReclaimed)
+			})
 			start := time.Now()
 			obs := m.engage(ctx, engagement{cfg: cfg})
 			took := time.Since(start)
 
 			t.Logf("returned after %s: %v", took.Round(time.Millisecond), obs.err)
+			if name == "sync" && heldAtReclaim.Load() == 0 {
+				t.Error("the worker was reclaimed before the cache's sync reached the member: the test shows nothing of the sync")
+			}
 			if took > 3*time.Second {
 				t.Errorf("the engagement returned %s after its worker was reclaimed (checks and sync bounded by 10s)", took-time.Second)
 			}

@@ -363,6 +363,9 @@ func TestObservabilityMetricsAreServed(t *testing.T) {
 			want[name] = append(want[name], where)
 		}
 	}
+	if len(want) == 0 {
+		t.Fatal("the rules and the dashboard select no metric: the test shows nothing")
+	}
 
 	ctx := context.Background()
 	dir := t.TempDir()
