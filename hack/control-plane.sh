@@ -8,8 +8,7 @@
 #                                    (kubelet, kubeadm, ...) into the same place
 set -euo pipefail
 
-KUBE_VERSION=v1.36.3
-ETCD_VERSION=v3.6.8
+KUBE_VERSION=v1.36.3  # etcd's version is hack/tools/etcd/go.mod's
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${WIDGETHUB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/widgethub}
 dest=$cache/k8s/$KUBE_VERSION
@@ -19,9 +18,12 @@ mkdir -p "$dest"
 exec 9>"$dest/.lock"
 flock 9
 
-# A binary's stamp is the hash of the tools module it is built from: a change
-# there rebuilds it.
-stamp_of() { cat "$1"/go.mod "$1"/go.sum | sha256sum | cut -c1-16; }
+# A binary's stamp is the hash of what makes it: the tools module it is
+# built from, its link flags, this script and the Go toolchain; a change in
+# any rebuilds it.
+stamp_of() { # stamp_of MODULE_DIR LDFLAGS
+  { cat "$1"/go.mod "$1"/go.sum "$here/control-plane.sh"; echo "$2"; go version; } | sha256sum | cut -c1-16
+}
 
 kube_ldflags() {
   local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
@@ -36,7 +38,7 @@ kube_ldflags() {
 
 build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
   local name=$1 dir=$2 pkg=$3 ldflags=${4:--s -w}
-  local stamp; stamp=$(stamp_of "$dir")
+  local stamp; stamp=$(stamp_of "$dir" "$ldflags")
   if [ -x "$dest/$name" ] && [ "$(cat "$dest/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
     return
   fi
@@ -48,9 +50,17 @@ build() { # build NAME MODULE_DIR PACKAGE [LDFLAGS]
   echo "built $name in $((SECONDS - start))s" >&2
 }
 
+# kube-apiserver reports the version it was built as: one that says another
+# fails here, not in the tests.
+check_version() {
+  local got; got=$("$dest/kube-apiserver" --version 2>/dev/null || true)
+  [ "$got" = "Kubernetes $KUBE_VERSION" ] || { echo "kube-apiserver --version says '$got', want 'Kubernetes $KUBE_VERSION'" >&2; return 1; }
+}
+
 build etcd "$here/tools/etcd" go.etcd.io/etcd/server/v3 \
   "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=widgethub"
 build kube-apiserver "$here/tools/kubernetes" k8s.io/kubernetes/cmd/kube-apiserver "$(kube_ldflags)"
+check_version
 for extra in "$@"; do
   build "$extra" "$here/tools/kubernetes" "k8s.io/kubernetes/cmd/$extra" "$(kube_ldflags)"
 done

@@ -44,16 +44,21 @@ type cpuCgroups struct {
 	grouped bool
 }
 
+// errNoCgroups is wrapped when the machine cannot give the bench cgroups at
+// all (not root, no cgroup v1 cpu controller), as opposed to a controller
+// that refuses them.
+var errNoCgroups = errors.New("no cgroups here")
+
 // openCPUCgroups makes the bench's group in the cpu controller mounted at
 // mount, under the group at path own within it (the bench's own group), and
 // checks that a quota can be written. The error says why it cannot.
 func openCPUCgroups(mount, own string, euid int) (*cpuCgroups, error) {
 	if euid != 0 {
-		return nil, errors.New("not running as root, cannot make cgroups")
+		return nil, fmt.Errorf("%w: not running as root, cannot make cgroups", errNoCgroups)
 	}
 	parent := filepath.Join(mount, own)
 	if _, err := os.Stat(filepath.Join(parent, "cpu.cfs_quota_us")); err != nil {
-		return nil, fmt.Errorf("no cgroup v1 cpu controller at %s (%v)", mount, err)
+		return nil, fmt.Errorf("%w: no cgroup v1 cpu controller at %s (%v)", errNoCgroups, mount, err)
 	}
 	c := &cpuCgroups{dir: filepath.Join(parent, fmt.Sprintf("widgethub-bench-%d", os.Getpid())), parent: parent}
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
