@@ -125,7 +125,7 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 			do: func() error {
 				_, err := pagedList(ctx, h.member)
 				return err
-			}, maxAlloc: 6*responseLimit + 8<<20},
+			}, maxAlloc: 12*responseLimit + 8<<20}, // each page is decoded: 36-60 MiB
 		{name: "Widget list gzip bomb", path: widgetsPath, answer: fleet.GzipBomb(`{"kind":"WidgetList","items":[`, bomb),
 			do: func() error {
 				return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))
