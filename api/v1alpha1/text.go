@@ -77,14 +77,17 @@ func Printable(s string, max int) string {
 	return b.String()
 }
 
-// Cut is the first n bytes of s at most, cut between runes; unlike Printable
-// it leaves the text as it is, for a bound on what is held, not shown.
+// Cut is the first n bytes of s at most, cut between runes (bytes that are
+// not UTF-8 are cut where n falls); unlike Printable it leaves the text as it
+// is, for a bound on what is held, not shown.
 func Cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
+	for back := 0; back < utf8.UTFMax-1 && n-back > 0; back++ {
+		if utf8.RuneStart(s[n-back]) {
+			return s[:n-back]
+		}
 	}
 	return s[:n]
 }

@@ -155,3 +155,22 @@ func assertPrintable(t *testing.T, s string, max int) {
 		}
 	}
 }
+
+// Cut keeps whole runes, and cuts bytes that are not UTF-8 where n falls
+// rather than dropping them all.
+func TestCut(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"},
+		{"aé", 2, "a"},
+		{"aé", 3, "aé"},
+		{strings.Repeat("\x80", 10), 4, "\x80\x80\x80\x80"},
+	} {
+		if got := v1alpha1.Cut(c.s, c.n); got != c.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/widgethub/widgethub/api/v1alpha1"
 )
@@ -34,7 +35,9 @@ import (
 // real API server bounds it no further than its 1.5 MiB an object: a
 // Deployment's image longer than a Widget's may be is held as "" (it then
 // differs from every Widget's image, so the reconciler writes its Widget's),
-// at most maxWidgetOwners owner references are kept, and a kept condition's
+// a selector that cannot be widgethub's as foreignSelector, at most
+// maxWidgetOwners owner references are kept (the controller among them),
+// at most three conditions (progressConditions), and a kept condition's
 // message and reason are cut to v1alpha1.MaxMessageLength bytes, as much as
 // progress's message can hold. A Widget's status.selector longer than
 // maxSelectorLength is held as "" (the reconciler writes Selector's).
@@ -118,14 +121,62 @@ func trimDeployment(d *appsv1.Deployment) {
 	}
 	if sel := d.Spec.Selector; sel != nil && len(sel.MatchExpressions) == 0 && maps.Equal(sel.MatchLabels, tmpl.Labels) {
 		sel.MatchLabels = tmpl.Labels
+	} else if foreign(sel) {
+		d.Spec.Selector = foreignSelector
 	}
-	d.Status.Conditions = slices.DeleteFunc(d.Status.Conditions, func(c appsv1.DeploymentCondition) bool {
-		return c.Type != appsv1.DeploymentProgressing && c.Type != appsv1.DeploymentReplicaFailure
-	})
+	d.Status.Conditions = progressConditions(d.Status.Conditions)
 	for i := range d.Status.Conditions {
 		c := &d.Status.Conditions[i]
 		c.Reason, c.Message = canonical(v1alpha1.Cut(c.Reason, v1alpha1.MaxMessageLength)), canonical(v1alpha1.Cut(c.Message, v1alpha1.MaxMessageLength))
 	}
+}
+
+// foreignSelector stands, in the cache, for a Deployment's selector that
+// selectorIs can never take for widgethub's, whatever its size: one with
+// expressions, or with a label widgethub's has not, or a value longer than
+// a name. It is shared, and never changed.
+var foreignSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+	{Key: "widgethub.io/not-a-widget-selector", Operator: metav1.LabelSelectorOpExists}}}
+
+func foreign(sel *metav1.LabelSelector) bool {
+	if sel == nil {
+		return false
+	}
+	if len(sel.MatchExpressions) > 0 {
+		return true
+	}
+	for k, v := range sel.MatchLabels {
+		if (k != NameLabel && k != InstanceLabel) || len(v) > v1alpha1.MaxNameLength {
+			return true
+		}
+	}
+	return false
+}
+
+// progressConditions are the conditions of conds that progress reads, in
+// their order: the first that stalls a rollout, and the first of each type
+// progress reads (Progressing, ReplicaFailure), at most three of however
+// many a member sends. progress reports the first that stalls, so it reads
+// the same from them as from conds.
+func progressConditions(conds []appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+	firstStall, firstProgressing, firstFailure := -1, -1, -1
+	for i, c := range conds {
+		switch {
+		case firstStall < 0 && stallsRollout(c):
+			firstStall = i
+		case firstProgressing < 0 && c.Type == appsv1.DeploymentProgressing:
+			firstProgressing = i
+		case firstFailure < 0 && c.Type == appsv1.DeploymentReplicaFailure:
+			firstFailure = i
+		}
+	}
+	var kept []appsv1.DeploymentCondition
+	for i, c := range conds {
+		if i == firstStall || i == firstProgressing || i == firstFailure {
+			kept = append(kept, c)
+		}
+	}
+	return kept
 }
 
 // trimMeta drops what no kind's reconcile reads from its metadata.
@@ -168,15 +219,29 @@ func onlyKeys(labels map[string]string, name string, keys ...string) map[string]
 }
 
 // widgetOwners are the owner references among refs to the Widget named
-// name, at most maxWidgetOwners of them; nil when none.
+// name, in their order, at most maxWidgetOwners of them, the controller
+// (there is at most one) always among them; nil when none. The controller
+// reference is what maps the Deployment's events to its Widget, and what
+// hasOwners looks for.
 func widgetOwners(refs []metav1.OwnerReference, name string) []metav1.OwnerReference {
+	isOwner := func(r metav1.OwnerReference) bool {
+		return r.Kind == "Widget" && r.APIVersion == widgetAPIVersion && r.Name == name
+	}
+	controller := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return isOwner(r) && ptr.Deref(r.Controller, false) })
 	var kept []metav1.OwnerReference
-	for _, r := range refs {
-		if r.Kind == "Widget" && r.APIVersion == widgetAPIVersion && r.Name == name && len(kept) < maxWidgetOwners {
-			r.Kind, r.APIVersion = "Widget", widgetAPIVersion
-			r.Name = name
-			kept = append(kept, r)
+	room := maxWidgetOwners
+	if controller >= 0 {
+		room-- // kept for the controller
+	}
+	for i, r := range refs {
+		if !isOwner(r) || (i != controller && room == 0) {
+			continue
 		}
+		if i != controller {
+			room--
+		}
+		r.Kind, r.APIVersion, r.Name = "Widget", widgetAPIVersion, name
+		kept = append(kept, r)
 	}
 	return kept
 }

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -171,18 +172,28 @@ func TestCacheTransformBoundsWhatUsersWrite(t *testing.T) {
 	mib := strings.Repeat("é", 1<<19) // 1 MiB of two-byte runes, cut between them
 	live := liveDeployment(t, w, func(d *appsv1.Deployment) {
 		d.Spec.Template.Spec.Containers[0].Image = strings.Repeat("i", 1400<<10)
+		// Decoys before widgethub's own reference.
+		var decoys []metav1.OwnerReference
 		for i := range 3000 {
-			d.OwnerReferences = append(d.OwnerReferences,
+			decoys = append(decoys,
 				metav1.OwnerReference{APIVersion: widgetAPIVersion, Kind: "Widget", Name: "cart", UID: types.UID(fmt.Sprint("decoy-", i))},
 				metav1.OwnerReference{APIVersion: widgetAPIVersion, Kind: "Widget", Name: fmt.Sprint("other-", i), UID: types.UID(fmt.Sprint("other-", i))})
 		}
+		d.OwnerReferences = append(decoys, d.OwnerReferences...)
 	})
 	live.Generation, live.Status.ObservedGeneration = 1, 1
-	for _, c := range []appsv1.DeploymentConditionType{appsv1.DeploymentAvailable, "Custom", appsv1.DeploymentReplicaFailure, appsv1.DeploymentProgressing} {
+	for _, c := range []appsv1.DeploymentConditionType{appsv1.DeploymentAvailable, "Custom", appsv1.DeploymentProgressing} {
 		live.Status.Conditions = append(live.Status.Conditions, appsv1.DeploymentCondition{Type: c, Status: corev1.ConditionTrue, Reason: mib, Message: mib})
 	}
+	for range 30000 { // a status writer's, all of a type progress reads, and then a stall
+		live.Status.Conditions = append(live.Status.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue})
+	}
+	live.Status.Conditions = append(live.Status.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: mib, Message: mib})
 	trimmed, _ := CacheTransform(live.DeepCopy())
 	d := trimmed.(*appsv1.Deployment)
+	if !slices.ContainsFunc(d.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == w.UID && ptr.Deref(r.Controller, false) }) {
+		t.Errorf("widgethub's controller reference, after 3,000 decoys, was not kept: %v", d.OwnerReferences)
+	}
 	if size := jsonSize(t, d); size > 16<<10 {
 		t.Errorf("the cached Deployment is %d bytes of JSON, more than 16 KiB", size)
 	}
@@ -205,7 +216,19 @@ func TestCacheTransformBoundsWhatUsersWrite(t *testing.T) {
 		t.Errorf("the Widget's status from the cached Deployment differs:\n got %.300v\nwant %.300v", got, want)
 	}
 	if n := len(d.Status.Conditions); n != 2 {
-		t.Errorf("kept %d conditions, want the 2 progress reads", n)
+		t.Errorf("kept %d conditions, want the first Progressing and the stall", n)
+	}
+	if got := observedStatus(w, d, false, nil); meta.FindStatusCondition(got.Conditions, v1alpha1.WidgetStalled) == nil {
+		t.Error("the stall after 30,000 conditions was not kept")
+	}
+
+	// A selector that can never be widgethub's, however large, is held as
+	// one that cannot either.
+	foreignSel := live.DeepCopy()
+	foreignSel.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "k", Operator: metav1.LabelSelectorOpIn, Values: []string{mib}}}
+	trimmedSel, _ := CacheTransform(foreignSel.DeepCopy())
+	if sel := trimmedSel.(*appsv1.Deployment).Spec.Selector; sel != foreignSelector || selectorIs(sel, DesiredDeployment(w).Spec.Selector) {
+		t.Errorf("a selector of 1 MiB expressions is held as %.200v", sel)
 	}
 
 	w.Status.Selector = mib

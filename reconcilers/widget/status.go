@@ -16,6 +16,13 @@ import (
 // condition once its rollout made no progress for progressDeadlineSeconds.
 const progressDeadlineExceeded = "ProgressDeadlineExceeded"
 
+// stallsRollout is whether c says the Deployment's rollout stalled: its
+// progress deadline passed, or it cannot create pods.
+func stallsRollout(c appsv1.DeploymentCondition) bool {
+	return (c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == progressDeadlineExceeded) ||
+		(c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue)
+}
+
 // deploymentPendingMessage is the message of Reconciling with reason
 // DeploymentPending.
 const deploymentPendingMessage = "waiting for the Deployment controller to observe the Deployment's latest spec"
@@ -83,10 +90,11 @@ func progress(desired int32, deploy *appsv1.Deployment, applied bool, applyErr e
 	}
 	for _, c := range deploy.Status.Conditions {
 		switch {
-		case c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == progressDeadlineExceeded:
+		case !stallsRollout(c):
+		case c.Type == appsv1.DeploymentProgressing:
 			return progressState{stalled, v1alpha1.WidgetDeploymentFailedReason,
 				v1alpha1.TruncateMessage("the Deployment's rollout exceeded its progress deadline: " + c.Message)}
-		case c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue:
+		default:
 			return progressState{stalled, v1alpha1.WidgetDeploymentFailedReason,
 				v1alpha1.TruncateMessage(fmt.Sprintf("the Deployment cannot create pods (%s): %s", c.Reason, c.Message))}
 		}
