@@ -22,7 +22,7 @@ flock 9
 # built from, its link flags, this script and the Go toolchain; a change in
 # any rebuilds it.
 stamp_of() { # stamp_of MODULE_DIR LDFLAGS
-  { cat "$1"/go.mod "$1"/go.sum "$here/control-plane.sh"; echo "$2"; go version; } | sha256sum | cut -c1-16
+  { cat "$1"/go.mod "$1"/go.sum "$here/control-plane.sh"; echo "$2"; (cd "$1" && go version); } | sha256sum | cut -c1-16
 }
 
 kube_ldflags() {

@@ -192,6 +192,8 @@ func GuardUserContext(rt http.RoundTripper) http.RoundTripper {
 // token, so a member answering each page within the bound with a token for
 // another would otherwise grow the hub without end. Keys come from the
 // hub's own requests (path, selectors, page size), so the map stays small.
+// Two lists of one key under way at once would share a count: a member's
+// caches run one informer of a kind, and nothing else pages.
 type pagedLists struct {
 	mu   sync.Mutex
 	read map[string]int64
@@ -278,14 +280,17 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close closes the body first, so that a Read blocked on it returns, and
+// then tells done what was read.
 func (b *boundedBody) Close() error {
+	err := b.rc.Close()
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.done != nil {
 		b.done(b.read)
 		b.done = nil
 	}
-	b.mu.Unlock()
-	return b.rc.Close()
+	return err
 }
 
 // eventBound bounds each event of a watch stream: a protobuf stream by the

@@ -62,6 +62,9 @@ func openCPUCgroups(mount, own string, euid int) (*cpuCgroups, error) {
 	}
 	c := &cpuCgroups{dir: filepath.Join(parent, fmt.Sprintf("widgethub-bench-%d", os.Getpid())), parent: parent}
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		if errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+			err = fmt.Errorf("%w: %w", errNoCgroups, err) // a container's read-only /sys/fs/cgroup, say
+		}
 		return nil, fmt.Errorf("cannot make a cgroup: %w", err)
 	}
 	if err := writeControl(c.dir, "cpu.cfs_quota_us", "-1"); err != nil {

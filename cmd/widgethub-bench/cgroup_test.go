@@ -25,16 +25,20 @@ func TestOpenCPUCgroupsSaysWhyNot(t *testing.T) {
 		name, mount string
 		euid        int
 		want        string
+		none        bool // errNoCgroups: the test of real cgroups skips
 	}{
-		{"not root", fake, 1000, "not running as root"},
-		{"no controller", plain, 0, "no cgroup v1 cpu controller"},
-		{"no mount", filepath.Join(plain, "missing"), 0, "no cgroup v1 cpu controller"},
-		{"write refused", fake, 0, "refused"},
+		{"not root", fake, 1000, "not running as root", true},
+		{"no controller", plain, 0, "no cgroup v1 cpu controller", true},
+		{"no mount", filepath.Join(plain, "missing"), 0, "no cgroup v1 cpu controller", true},
+		{"write refused", fake, 0, "refused", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cg, err := openCPUCgroups(c.mount, "/", c.euid)
 			if err == nil {
 				t.Fatalf("made cgroups at %s: %+v", c.mount, cg)
+			}
+			if errors.Is(err, errNoCgroups) != c.none {
+				t.Errorf("error %q: errors.Is(err, errNoCgroups) is %v, want %v", err, !c.none, c.none)
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q does not say %q", err, c.want)
