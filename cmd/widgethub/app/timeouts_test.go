@@ -15,7 +15,7 @@ import (
 	"github.com/widgethub/widgethub/internal/hubtest"
 )
 
-// A reconcile that runs past its deadline (--reconcile-timeout, here 5s) is
+// A reconcile that runs past its deadline (--reconcile-timeout, here 10s) is
 // cut short and counted in controller_runtime_reconcile_timeouts_total
 // (reconcilers/controller's doc): a manager whose member requests may take
 // longer than that (--member-request-timeout) reconciles a Widget of a member
@@ -39,7 +39,7 @@ func TestReconcilePastItsDeadlineIsCounted(t *testing.T) {
 
 	addr, err := fleet.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
-	const reconcileTimeout, requestTimeout = 5 * time.Second, 30 * time.Second
+	const reconcileTimeout, requestTimeout = 10 * time.Second, 30 * time.Second
 	startManagerProcess(t, bin, dir, "timeouts", []string{"--kubeconfig=" + hubKubeconfig, "--registration-namespace=" + ns,
 		"--leader-elect=false", "--metrics-bind-address=" + addr, "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--member-request-timeout=" + requestTimeout.String(), "--reconcile-timeout=" + reconcileTimeout.String()})
