@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -95,6 +96,8 @@ func allocated(f func()) uint64 {
 
 const widgetsPath = "/apis/widgethub.io/v1alpha1/namespaces/default/widgets"
 
+const deploymentsPath = "/apis/apps/v1/namespaces/default/deployments"
+
 // Each hostile answer fails its request with ErrResponseTooLarge after the
 // bound, and the process allocates a bounded amount meanwhile: a gzip bomb
 // decompressing to 256 MiB and an endless body answering /version (bound
@@ -126,6 +129,19 @@ func TestHostileAnswersAreBounded(t *testing.T) {
 				_, err := pagedList(ctx, h.member)
 				return err
 			}, maxAlloc: 12*responseLimit + 8<<20}, // each page is decoded: 36-60 MiB
+		// Each empty item decodes to a whole object: 4 MiB of them were 1.4
+		// million Widgets (456 MiB) or Deployments (1.9 GiB). The probe's
+		// list asks for one.
+		{name: "one-object Widget list of 4 MiB of empty items", path: widgetsPath,
+			answer: fleet.EmptyItems("widgethub.io/v1alpha1", "Widget", 4<<20, false),
+			do: func() error {
+				return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"), client.Limit(1))
+			}, maxAlloc: 32 << 20},
+		{name: "one-object Deployment list of 4 MiB of empty protobuf items", path: deploymentsPath,
+			answer: fleet.EmptyItems("apps/v1", "Deployment", 4<<20, true),
+			do: func() error {
+				return h.member.GetAPIReader().List(ctx, &appsv1.DeploymentList{}, client.InNamespace("default"), client.Limit(1))
+			}, maxAlloc: 32 << 20},
 		{name: "Widget list gzip bomb", path: widgetsPath, answer: fleet.GzipBomb(`{"kind":"WidgetList","items":[`, bomb),
 			do: func() error {
 				return h.member.GetAPIReader().List(ctx, &v1alpha1.WidgetList{}, client.InNamespace("default"))

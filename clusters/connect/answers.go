@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -109,15 +111,55 @@ func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if l, ok := req.Context().Value(limitKey{}).(int64); ok && l < body.left {
 			body.left, body.limit = l, l
 		}
+		if resp.StatusCode == http.StatusOK {
+			if err := body.countItems(req, resp.Header.Get("Content-Type")); err != nil {
+				_ = resp.Body.Close()
+				return nil, err
+			}
+		}
 		if list, continues := pageOf(req); list != "" {
-			if left := g.maxBytes - g.pages.start(list, continues); left < body.left {
+			so, _ := g.pages.start(list, continues)
+			if left := g.maxBytes - so.read; left < body.left {
 				body.left, body.limit, body.what = max(left, 0), g.maxBytes, "a paged list, its pages together,"
 			}
-			body.done = func(read int64) { g.pages.add(list, read) }
+			if body.items != nil {
+				body.itemsBefore, body.maxListItems = so.items, MaxListItems
+			}
+			body.done = func(read, items int64) { g.pages.add(list, read, items) }
 		}
 		resp.Body = body
 	}
 	return resp, nil
+}
+
+// MaxListItems bounds the items of one list answer, and of a paged list's
+// pages together: twice the default bound of a member's objects, so that a
+// member past that bound is still reported TooManyObjects up to here. An
+// answer to a request with a limit holds at most that many, wherever the API
+// honours limit (all but resourceVersion=0, which the watch cache may serve
+// whole).
+const MaxListItems = 100_000
+
+// countItems makes b count the items of its answer to req, of media type
+// contentType, as they arrive: past the request's limit, or MaxListItems,
+// the answer fails with ErrResponseTooLarge. A media type whose items cannot
+// be counted (YAML, which client-go would decode too) is refused.
+func (b *boundedBody) countItems(req *http.Request, contentType string) error {
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case mediaType == "application/vnd.kubernetes.protobuf":
+		b.items = &protoItems{}
+	case strings.Contains(mediaType, "yaml"):
+		return fmt.Errorf("%w: an answer in %s, whose items the hub does not count", ErrResponseTooLarge, mediaType)
+	default:
+		b.items = &jsonItems{}
+	}
+	b.maxItems = MaxListItems
+	q := req.URL.Query()
+	if limit, err := strconv.ParseInt(q.Get("limit"), 10, 64); err == nil && limit > 0 && q.Get("resourceVersion") != "0" {
+		b.maxItems = min(limit, MaxListItems)
+	}
+	return nil
 }
 
 // boundWarnings keeps the first MaxWarnings warnings of an answer's headers
@@ -195,28 +237,35 @@ func GuardUserContext(rt http.RoundTripper) http.RoundTripper {
 // Two lists of one key under way at once would share a count: a member's
 // caches run one informer of a kind, and nothing else pages.
 type pagedLists struct {
-	mu   sync.Mutex
-	read map[string]int64
+	mu    sync.Mutex
+	lists map[string]pagesSoFar
 }
+
+// pagesSoFar is what a paged list's pages read so far: bytes, and items.
+type pagesSoFar struct{ read, items int64 }
 
 // start returns what list's pages read so far, and begins it afresh unless
 // the request continues it.
-func (p *pagedLists) start(list string, continues bool) int64 {
+func (p *pagedLists) start(list string, continues bool) (pagesSoFar, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.read == nil {
-		p.read = map[string]int64{}
+	if p.lists == nil {
+		p.lists = map[string]pagesSoFar{}
 	}
 	if !continues {
-		p.read[list] = 0
+		p.lists[list] = pagesSoFar{}
 	}
-	return p.read[list]
+	so, ok := p.lists[list]
+	return so, ok
 }
 
-func (p *pagedLists) add(list string, n int64) {
+func (p *pagedLists) add(list string, read, items int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.read[list] += n
+	so := p.lists[list]
+	so.read += read
+	so.items += items
+	p.lists[list] = so
 }
 
 // pageOf is the key of the paged list req asks a page of ("" if it asks
@@ -255,7 +304,11 @@ type boundedBody struct {
 	what  string
 	err   error
 	read  int64
-	done  func(read int64)
+	done  func(read, items int64)
+	// items, if set, counts the answer's items: at most maxItems, and with
+	// itemsBefore (a paged list's earlier pages) at most maxListItems.
+	items                               interface{ count(p []byte) (int64, error) }
+	maxItems, itemsBefore, maxListItems int64
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -277,6 +330,21 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	b.left -= int64(n)
 	b.read += int64(n)
+	if b.items != nil {
+		items, cerr := b.items.count(p[:n])
+		switch {
+		case cerr != nil:
+			b.err = fmt.Errorf("%w: %w", ErrResponseTooLarge, cerr)
+		case items > b.maxItems:
+			b.err = fmt.Errorf("%w: a list answer holds more than %d items (asked for at most that many, or past connect.MaxListItems); not read further", ErrResponseTooLarge, b.maxItems)
+		case b.maxListItems > 0 && b.itemsBefore+items > b.maxListItems:
+			b.err = fmt.Errorf("%w: a paged list's pages together hold more than %d items; not read further", ErrResponseTooLarge, b.maxListItems)
+		}
+		if b.err != nil {
+			_ = b.rc.Close()
+			return 0, b.err
+		}
+	}
 	return n, err
 }
 
@@ -287,7 +355,11 @@ func (b *boundedBody) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done != nil {
-		b.done(b.read)
+		var items int64
+		if b.items != nil {
+			items, _ = b.items.count(nil)
+		}
+		b.done(b.read, items)
 		b.done = nil
 	}
 	return err

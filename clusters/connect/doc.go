@@ -13,7 +13,8 @@
 // A member's answers are untrusted (answers.go): every client built from a
 // member's config refuses redirects (ErrRedirectRefused) and bounds each
 // answer, the pages of a paged list together, and each watch event, after
-// decompression (ErrResponseTooLarge;
+// decompression, and counts a list's items before they are decoded
+// (items.go) (ErrResponseTooLarge;
 // WithResponseLimit narrows the bound for one request), and logs the
 // warnings its answers carry printable and bounded (warnings.go). Through a proxy, the
 // member's host is checked against the dialer's refused destinations

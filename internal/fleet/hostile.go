@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/tls"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
@@ -103,6 +104,37 @@ func PagedList(apiVersion, kind, namespace string, pageBytes, pages int) http.Ha
 		buf = append(buf, "]}"...)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(buf)
+	})
+}
+
+// EmptyItems answers 200 with a list of apiVersion's kind (kind+"List")
+// holding about size bytes of empty items, each of which decodes to a whole
+// object: "{}" in JSON, or, with asProtobuf, two bytes each in an API
+// server's protobuf envelope. The body is made once, when EmptyItems is
+// called.
+func EmptyItems(apiVersion, kind string, size int, asProtobuf bool) http.Handler {
+	contentType := "application/json"
+	var body []byte
+	if asProtobuf {
+		contentType = "application/vnd.kubernetes.protobuf"
+		field := func(b []byte, n int, data []byte) []byte {
+			b = append(b, byte(n<<3|2))
+			b = binary.AppendUvarint(b, uint64(len(data)))
+			return append(b, data...)
+		}
+		typeMeta := field(field(nil, 1, []byte(apiVersion)), 2, []byte(kind+"List"))
+		raw := bytes.Repeat([]byte{2<<3 | 2, 0}, size/2) // field 2, items, each empty
+		body = field(field([]byte("k8s\x00"), 1, typeMeta), 2, raw)
+	} else {
+		body = fmt.Appendf(nil, `{"apiVersion":%q,"kind":"%sList","metadata":{},"items":[{}`, apiVersion, kind)
+		for len(body) < size {
+			body = append(body, ",{}"...)
+		}
+		body = append(body, "]}"...)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(body)
 	})
 }
 
