@@ -176,3 +176,38 @@ func TestGuardBoundsListItems(t *testing.T) {
 		}
 	}
 }
+
+// A paged list whose pages each hold their 500 items counts them together:
+// past MaxListItems the page that passes it fails.
+func TestGuardBoundsAPagedListsItemsTogether(t *testing.T) {
+	page := `{"kind":"WidgetList","metadata":{"continue":"x"},"items":[` + strings.TrimSuffix(strings.Repeat("{},", 500), ",") + `]}`
+	g := &answerGuard{maxBytes: 64 << 20, next: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		h := http.Header{"Content-Type": {"application/json"}}
+		return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(strings.NewReader(page)), Request: req}, nil
+	})}
+	for i := 1; i <= MaxListItems/500+1; i++ {
+		query := "limit=500"
+		if i > 1 {
+			query += "&continue=x"
+		}
+		req, _ := http.NewRequest(http.MethodGet, "https://member.example/apis/widgethub.io/v1alpha1/widgets?"+query, nil)
+		resp, err := g.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		switch {
+		case err == nil && i*500 > MaxListItems:
+			t.Fatalf("page %d read: %d items in all, past MaxListItems", i, i*500)
+		case err != nil && i*500 <= MaxListItems:
+			t.Fatalf("page %d refused at %d items in all: %v", i, i*500, err)
+		case err != nil:
+			if !errors.Is(err, ErrResponseTooLarge) {
+				t.Fatalf("page %d: %v, want ErrResponseTooLarge", i, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("%d items in %d pages all read", (MaxListItems/500+1)*500, MaxListItems/500+1)
+}
