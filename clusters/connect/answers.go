@@ -111,20 +111,19 @@ func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if l, ok := req.Context().Value(limitKey{}).(int64); ok && l < body.left {
 			body.left, body.limit = l, l
 		}
+		q := req.URL.Query()
 		if resp.StatusCode == http.StatusOK {
-			if err := body.countItems(req, resp.Header.Get("Content-Type")); err != nil {
+			if err := body.countItems(q, resp.Header.Get("Content-Type")); err != nil {
 				_ = resp.Body.Close()
 				return nil, err
 			}
 		}
-		if list, continues := pageOf(req); list != "" {
-			so, _ := g.pages.start(list, continues)
+		if list, continues := pageOf(req.Method, req.URL.Path, q); list != "" {
+			so := g.pages.start(list, continues)
 			if left := g.maxBytes - so.read; left < body.left {
 				body.left, body.limit, body.what = max(left, 0), g.maxBytes, "a paged list, its pages together,"
 			}
-			if body.items != nil {
-				body.itemsBefore, body.maxListItems = so.items, MaxListItems
-			}
+			body.itemsBefore = so.items
 			body.done = func(read, items int64) { g.pages.add(list, read, items) }
 		}
 		resp.Body = body
@@ -140,14 +139,15 @@ func (g *answerGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 // whole).
 const MaxListItems = 100_000
 
-// countItems makes b count the items of its answer to req, of media type
-// contentType, as they arrive: past the request's limit, or MaxListItems,
-// the answer fails with ErrResponseTooLarge. A media type whose items cannot
-// be counted (YAML, which client-go would decode too) is refused.
-func (b *boundedBody) countItems(req *http.Request, contentType string) error {
-	mediaType, _, _ := mime.ParseMediaType(contentType)
+// countItems makes b count the items of its answer to a request of query q,
+// of media type contentType, as they arrive: past the request's limit, or
+// MaxListItems, the answer fails with ErrResponseTooLarge. A media type whose
+// items cannot be counted (YAML, which client-go would decode too) is
+// refused.
+func (b *boundedBody) countItems(q url.Values, contentType string) error {
+	mediaType := mediaTypeOf(contentType)
 	switch {
-	case mediaType == "application/vnd.kubernetes.protobuf":
+	case mediaType == protobufMediaType:
 		b.items = &protoItems{}
 	case strings.Contains(mediaType, "yaml"):
 		return fmt.Errorf("%w: an answer in %s, whose items the hub does not count", ErrResponseTooLarge, mediaType)
@@ -155,7 +155,6 @@ func (b *boundedBody) countItems(req *http.Request, contentType string) error {
 		b.items = &jsonItems{}
 	}
 	b.maxItems = MaxListItems
-	q := req.URL.Query()
 	if limit, err := strconv.ParseInt(q.Get("limit"), 10, 64); err == nil && limit > 0 && q.Get("resourceVersion") != "0" {
 		b.maxItems = min(limit, MaxListItems)
 	}
@@ -246,7 +245,7 @@ type pagesSoFar struct{ read, items int64 }
 
 // start returns what list's pages read so far, and begins it afresh unless
 // the request continues it.
-func (p *pagedLists) start(list string, continues bool) (pagesSoFar, bool) {
+func (p *pagedLists) start(list string, continues bool) pagesSoFar {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lists == nil {
@@ -255,8 +254,7 @@ func (p *pagedLists) start(list string, continues bool) (pagesSoFar, bool) {
 	if !continues {
 		p.lists[list] = pagesSoFar{}
 	}
-	so, ok := p.lists[list]
-	return so, ok
+	return p.lists[list]
 }
 
 func (p *pagedLists) add(list string, read, items int64) {
@@ -268,17 +266,16 @@ func (p *pagedLists) add(list string, read, items int64) {
 	p.lists[list] = so
 }
 
-// pageOf is the key of the paged list req asks a page of ("" if it asks
-// none: a GET without limit), and whether it continues one. A list's pages
-// share their path, selectors and page size; a list of another page size
-// (the probe's of one object) is another list.
-func pageOf(req *http.Request) (list string, continues bool) {
-	q := req.URL.Query()
-	if req.Method != http.MethodGet || q.Get("limit") == "" {
+// pageOf is the key of the paged list a request (method, path, query q)
+// asks a page of ("" if it asks none: a GET without limit), and whether it
+// continues one. A list's pages share their path, selectors and page size; a
+// list of another page size (the probe's of one object) is another list.
+func pageOf(method, path string, q url.Values) (list string, continues bool) {
+	if method != http.MethodGet || q.Get("limit") == "" {
 		return "", false
 	}
 	key := url.Values{"limit": q["limit"], "labelSelector": q["labelSelector"], "fieldSelector": q["fieldSelector"]}
-	return req.URL.Path + "?" + key.Encode(), q.Get("continue") != ""
+	return path + "?" + key.Encode(), q.Get("continue") != ""
 }
 
 type limitKey struct{}
@@ -306,9 +303,9 @@ type boundedBody struct {
 	read  int64
 	done  func(read, items int64)
 	// items, if set, counts the answer's items: at most maxItems, and with
-	// itemsBefore (a paged list's earlier pages) at most maxListItems.
-	items                               interface{ count(p []byte) (int64, error) }
-	maxItems, itemsBefore, maxListItems int64
+	// itemsBefore (a paged list's earlier pages) at most MaxListItems.
+	items                 interface{ count(p []byte) (int64, error) }
+	maxItems, itemsBefore int64
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -337,8 +334,8 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 			b.err = fmt.Errorf("%w: %w", ErrResponseTooLarge, cerr)
 		case items > b.maxItems:
 			b.err = fmt.Errorf("%w: a list answer holds more than %d items (asked for at most that many, or past connect.MaxListItems); not read further", ErrResponseTooLarge, b.maxItems)
-		case b.maxListItems > 0 && b.itemsBefore+items > b.maxListItems:
-			b.err = fmt.Errorf("%w: a paged list's pages together hold more than %d items; not read further", ErrResponseTooLarge, b.maxListItems)
+		case b.itemsBefore+items > MaxListItems: // for one answer, maxItems is the tighter
+			b.err = fmt.Errorf("%w: a paged list's pages together hold more than %d items; not read further", ErrResponseTooLarge, MaxListItems)
 		}
 		if b.err != nil {
 			_ = b.rc.Close()
@@ -382,9 +379,7 @@ type eventBound struct {
 
 func newEventBound(rc io.ReadCloser, contentType string, limit int64) *eventBound {
 	e := &eventBound{rc: rc, limit: limit}
-	// As client-go picks the stream's decoder: mime's media type, which
-	// ignores case; JSON if none parses.
-	if mediaType, _, _ := mime.ParseMediaType(contentType); mediaType == "application/vnd.kubernetes.protobuf" {
+	if mediaTypeOf(contentType) == protobufMediaType {
 		e.scan = (&frameScan{limit: limit}).scan
 	} else {
 		e.scan = (&jsonScan{limit: limit}).scan
@@ -408,6 +403,16 @@ func (e *eventBound) Read(p []byte) (int, error) {
 }
 
 func (e *eventBound) Close() error { return e.rc.Close() }
+
+const protobufMediaType = "application/vnd.kubernetes.protobuf"
+
+// mediaTypeOf is an answer's media type as client-go reads it to pick a
+// decoder: mime's, which ignores case and parameters; "" (JSON) if none
+// parses.
+func mediaTypeOf(contentType string) string {
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	return mediaType
+}
 
 // jsonScan counts the bytes of the JSON value under way, and of the
 // whitespace before it: a stream of JSON values, as a watch sends them.

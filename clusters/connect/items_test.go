@@ -93,9 +93,7 @@ func TestListItemsAreCounted(t *testing.T) {
 // key spelt so that a decoder still takes it, and protobuf that is not an
 // API server's.
 func TestHostileListItemsAreCounted(t *testing.T) {
-	empties := func(key, item string, n int) []byte {
-		return []byte(`{"kind":"DeploymentList","` + key + `":[` + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + `]}`)
-	}
+	empties := func(key, item string, n int) []byte { return []byte(listOf(key, item, n)) }
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -131,6 +129,11 @@ func TestHostileListItemsAreCounted(t *testing.T) {
 	}
 }
 
+// listOf is a JSON list whose key holds n copies of item.
+func listOf(key, item string, n int) string {
+	return `{"kind":"WidgetList","metadata":{"continue":"x"},"` + key + `":[` + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + `]}`
+}
+
 func appendVarint(b []byte, v uint64) []byte {
 	for v >= 0x80 {
 		b = append(b, byte(v)|0x80)
@@ -143,9 +146,7 @@ func appendVarint(b []byte, v uint64) []byte {
 // (unless resourceVersion=0, which the watch cache may serve whole), or
 // than MaxListItems, and refuses YAML, whose items it does not count.
 func TestGuardBoundsListItems(t *testing.T) {
-	body := func(n int) string {
-		return `{"kind":"WidgetList","items":[` + strings.TrimSuffix(strings.Repeat("{},", n), ",") + `]}`
-	}
+	body := func(n int) string { return listOf("items", "{}", n) }
 	for _, tc := range []struct {
 		query, contentType, body string
 		refused                  bool
@@ -180,7 +181,7 @@ func TestGuardBoundsListItems(t *testing.T) {
 // A paged list whose pages each hold their 500 items counts them together:
 // past MaxListItems the page that passes it fails.
 func TestGuardBoundsAPagedListsItemsTogether(t *testing.T) {
-	page := `{"kind":"WidgetList","metadata":{"continue":"x"},"items":[` + strings.TrimSuffix(strings.Repeat("{},", 500), ",") + `]}`
+	page := listOf("items", "{}", 500)
 	g := &answerGuard{maxBytes: 64 << 20, next: roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		h := http.Header{"Content-Type": {"application/json"}}
 		return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(strings.NewReader(page)), Request: req}, nil
